@@ -1,0 +1,143 @@
+"""The hand-written PyTorch training loop: the control every wrapper is compared with.
+
+Semantics, stated once:
+- an optimizer step consumes a window of `grad_accum` micro-batches; each micro-batch loss is divided
+  by the size of the window actually accumulated (the last window of an epoch may be shorter);
+- gradients are unscaled (fp16) before clipping to `grad_clip` (global L2 norm);
+- the LR scheduler steps once per optimizer step (also when GradScaler skips an inf/nan step);
+- validation runs after every `val_every` optimizer steps and after the last one;
+- a checkpoint after every `ckpt_every` steps and the last one holds model, optimizer, scheduler,
+  scaler, RNG states, data position and step, so a resumed run continues bit for bit.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from evalkit.checkpoint import atomic_save, capture_rng, latest_checkpoint, restore_rng, safe_load
+from evalkit.contract import TrainJob, distribution_versions
+
+CHECKPOINT_FORMAT = 1
+
+
+class BaselineAdapter:
+    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
+        self.mode = mode
+        self.options = dict(options or {})
+        self._effective: dict[str, Any] = {}
+
+    def versions(self) -> dict[str, str]:
+        return distribution_versions("torch")
+
+    def effective_config(self) -> dict[str, Any]:
+        return self._effective
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, job: TrainJob) -> None:
+        device = job.device
+        if job.distributed and not dist.is_initialized():
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+
+        model = job.task.model.to(device)
+        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
+            if job.distributed else model
+        loss_fn = job.task.loss_fn
+        optimizer = job.make_optimizer(model.parameters())
+        scheduler = job.make_scheduler(optimizer)
+        scaler = torch.amp.GradScaler(device.type, enabled=job.precision.grad_scaler)
+
+        step, epoch, batch_in_epoch = 0, 0, 0
+        if job.resume_from:
+            step, epoch, batch_in_epoch = self._load(job, model, optimizer, scheduler, scaler)
+        self._record_settings(job, net, scaler, step)
+
+        batches_per_epoch = job.train_sampler().batches_per_epoch
+        model.train()
+        while step < job.max_steps:
+            batches = iter(job.train_loader(epoch, start_batch=batch_in_epoch))
+            while batch_in_epoch < batches_per_epoch and step < job.max_steps:
+                window = min(job.grad_accum, batches_per_epoch - batch_in_epoch)
+                for i in range(window):
+                    x, y = (t.to(device, non_blocking=True) for t in next(batches))
+                    last = i == window - 1
+                    # DDP all-reduces gradients only on the window's last backward.
+                    sync = contextlib.nullcontext() if last or not job.distributed else net.no_sync()
+                    with sync:
+                        with job.precision.autocast(device):
+                            loss = loss_fn(net(x), y) / window
+                        scaler.scale(loss).backward()
+                batch_in_epoch += window
+
+                if job.grad_clip is not None:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), job.grad_clip)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+                scheduler.step()
+                step += 1
+
+                if job.should_validate(step):
+                    self._validate(job, model)
+                if job.should_checkpoint(step):
+                    at_end = batch_in_epoch == batches_per_epoch
+                    self._save(job, step, epoch + at_end, 0 if at_end else batch_in_epoch,
+                               model, optimizer, scheduler, scaler)
+            epoch, batch_in_epoch = epoch + 1, 0
+        if job.distributed:
+            dist.barrier()
+
+    @torch.no_grad()
+    def _validate(self, job: TrainJob, model: torch.nn.Module) -> None:
+        """Forward the validation split in eval mode; evalkit's observers compute the metrics."""
+        model.eval()
+        for x, _ in job.val_loader():
+            with job.precision.autocast(job.device):
+                model(x.to(job.device, non_blocking=True))
+        model.train()
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save(self, job, step, epoch, batch_in_epoch, model, optimizer, scheduler, scaler) -> None:
+        if job.rank != 0:
+            return
+        atomic_save({
+            "format": CHECKPOINT_FORMAT, "step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch,
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "rng": capture_rng(),
+        }, job.checkpoint_path(step))
+
+    def _load(self, job, model, optimizer, scheduler, scaler) -> tuple[int, int, int]:
+        path = latest_checkpoint(job.resume_from)
+        state = safe_load(path)
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{path} is not a baseline checkpoint (format {state.get('format')!r}); "
+                             "resume the baseline from a checkpoint the baseline wrote")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        restore_rng(state["rng"])
+        self._effective["resumed_from"] = os.path.abspath(path)
+        return state["step"], state["epoch"], state["batch_in_epoch"]
+
+    def _record_settings(self, job: TrainJob, net, scaler, start_step: int) -> None:
+        self._effective.update({
+            "loop": "hand-written (adapters/baseline.py)",
+            "optimizer_step_unit": f"{job.grad_accum} micro-batches (shorter at epoch end)",
+            "loss_division": "by the size of the window actually accumulated",
+            "scheduler_step": "once per optimizer step",
+            "grad_clip": job.grad_clip, "clip_after_unscale": True,
+            "precision": job.precision.name,
+            "autocast_dtype": str(job.precision.autocast_dtype) if job.precision.autocast_dtype else None,
+            "grad_scaler": scaler.is_enabled(),
+            "ddp": type(net).__name__ == "DistributedDataParallel",
+            "world_size": job.world_size, "max_steps": job.max_steps,
+            "val_every": job.val_every, "ckpt_every": job.ckpt_every, "start_step": start_step,
+        })

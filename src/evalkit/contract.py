@@ -1,0 +1,149 @@
+"""The adapter contract: what evalkit hands an adapter (`TrainJob`) and what it expects back (`Adapter`).
+
+An adapter runs one training wrapper on one evalkit task. evalkit owns the task, the data order, the
+optimizer and scheduler factories, the clocks, the hooks and the memory readings; the adapter owns
+only the wrapper. A third-party adapter is one class with the three methods of `Adapter`, selected by
+`trainer._target_=my_pkg.MyAdapter` (or a YAML in `conf/trainer/`), constructed as
+`MyAdapter(mode=..., options=...)`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Protocol, runtime_checkable
+
+import torch
+from torch.utils.data import DataLoader
+
+from evalkit.data import OrderedSampler, ValSampler
+from evalkit.tasks import Task
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str                               # fp32 | bf16_mixed | fp16_mixed
+    autocast_dtype: Optional[torch.dtype]   # None for fp32
+    grad_scaler: bool                       # dynamic loss scaling (fp16)
+
+    def autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=self.autocast_dtype)
+
+
+@dataclass
+class TrainJob:
+    """Everything an adapter needs to train. Max steps, validation and checkpoint cadences count
+    optimizer steps. `resume_from` is a checkpoint the adapter itself wrote into a `ckpt_dir`."""
+
+    task: Task
+    make_optimizer: Callable[[Any], torch.optim.Optimizer]      # params -> optimizer
+    make_scheduler: Callable[[torch.optim.Optimizer], Any]      # optimizer -> LR scheduler (per optimizer step)
+    precision: Precision
+    device: torch.device
+    batch_size: int                 # per device
+    grad_accum: int
+    grad_clip: Optional[float]      # max global grad norm (after unscaling), None = off
+    max_steps: int
+    val_every: int                  # 0 = only at the end
+    ckpt_every: int                 # 0 = only at the end
+    ckpt_dir: str
+    resume_from: Optional[str]
+    seed: int
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    mode: str = "aligned"           # aligned | defaults
+    options: dict[str, Any] = field(default_factory=dict)
+    num_workers: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def train_sampler(self, epoch: int = 0, start_batch: int = 0) -> OrderedSampler:
+        return OrderedSampler(len(self.task.train_set), self.batch_size, self.seed, self.rank,
+                              self.world_size, epoch=epoch, start_batch=start_batch)
+
+    def train_loader(self, epoch: int = 0, start_batch: int = 0) -> DataLoader:
+        """This rank's micro-batches in evalkit's order (see `evalkit.data`)."""
+        return DataLoader(self.task.train_set, batch_size=self.batch_size,
+                          sampler=self.train_sampler(epoch, start_batch), drop_last=True,
+                          num_workers=self.num_workers)
+
+    def val_loader(self) -> DataLoader:
+        return DataLoader(self.task.val_set, batch_size=self.batch_size,
+                          sampler=ValSampler(len(self.task.val_set), self.rank, self.world_size),
+                          num_workers=self.num_workers)
+
+    def should_validate(self, step: int) -> bool:
+        return step == self.max_steps or (self.val_every > 0 and step % self.val_every == 0)
+
+    def should_checkpoint(self, step: int) -> bool:
+        return step == self.max_steps or (self.ckpt_every > 0 and step % self.ckpt_every == 0)
+
+    def checkpoint_path(self, step: int, suffix: str = ".pt") -> str:
+        return os.path.join(self.ckpt_dir, f"step_{step:08d}{suffix}")
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """Runs one wrapper on one evalkit task.
+
+    - `versions()`: the wrapper's distribution versions (and what it pulls in), for tags and the lock.
+    - `fit(job)`: train `job.task.model` (the instance evalkit built and hooked; wrap it, never rebuild it)
+      for `job.max_steps` optimizer steps on `job.train_loader()` order, with `job.make_optimizer` /
+      `job.make_scheduler`, computing the training loss with `job.task.loss_fn`; validate on
+      `job.val_loader()` by calling the model in eval mode without grad (evalkit computes the metrics
+      from the outside); checkpoint into `job.ckpt_dir`; resume from `job.resume_from` when set.
+      Never time itself, never read memory, never talk to a tracking server.
+    - `effective_config()`: what the wrapper itself reports it did, after fit; in `aligned` mode it
+      includes `explicit_settings`: every knob set to match the baseline's semantics.
+    """
+
+    def versions(self) -> dict[str, str]: ...
+
+    def fit(self, job: TrainJob) -> None: ...
+
+    def effective_config(self) -> dict[str, Any]: ...
+
+
+class AdapterUnavailable(RuntimeError):
+    """The wrapper an adapter needs is not installed (the message names the extra to install)."""
+
+
+class UnsupportedCombination(RuntimeError):
+    """The wrapper cannot run this combination (e.g. a precision on this hardware); the run is refused."""
+
+
+def distribution_versions(*names: str) -> dict[str, str]:
+    """Installed versions of the given distributions ("not installed" when absent)."""
+    from importlib import metadata
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def require(module: str, extra: str) -> None:
+    """Raise AdapterUnavailable naming the extra when `module` cannot be imported."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise AdapterUnavailable(
+            f"the '{module}' package is not installed: install it with pip install -e '.[{extra}]' "
+            f"(or pip install 'evalkit[{extra}]')")
+
+
+def iter_forever(loader_factory: Callable[[int], DataLoader], start_epoch: int = 0) -> Iterator[tuple[int, Any]]:
+    """(epoch, batch) pairs over successive epochs."""
+    epoch = start_epoch
+    while True:
+        for batch in loader_factory(epoch):
+            yield epoch, batch
+        epoch += 1

@@ -1,0 +1,115 @@
+"""The data order every adapter follows, and the fingerprints that recover sample indices from inputs.
+
+Order: epoch e is a permutation of the training set drawn from (seed, e). It is cut into global
+batches of `batch_size * world_size` samples (an incomplete last global batch is dropped, so every
+rank sees equal micro-batches); rank r takes the r-th slice of `batch_size` samples of each global batch.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+from torch.utils.data import Sampler
+
+
+class OrderedSampler(Sampler[int]):
+    """Yields one rank's dataset indices in evalkit's order.
+
+    Each `__iter__` walks one epoch and then advances to the next, so a wrapper that never calls
+    `set_epoch` still gets a fresh permutation per epoch; one that does call it gets the epoch it asks for.
+    `start_batch` skips the first micro-batches of the first epoch iterated (exact resume).
+    """
+
+    def __init__(self, n: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
+                 epoch: int = 0, start_batch: int = 0):
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch, self.start_batch = epoch, start_batch
+        self.batches_per_epoch = n // (batch_size * world_size)
+        if self.batches_per_epoch == 0:
+            raise ValueError(f"{n} training samples cannot fill one global batch of "
+                             f"{batch_size} x {world_size} ranks; lower train.batch_size")
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def epoch_order(self, epoch: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(self.seed * 7919 + epoch)
+        return torch.randperm(self.n, generator=g)
+
+    def rank_indices(self, epoch: int) -> torch.Tensor:
+        """This rank's indices for `epoch`, micro-batch after micro-batch."""
+        global_batch = self.batch_size * self.world_size
+        used = self.epoch_order(epoch)[: self.batches_per_epoch * global_batch]
+        per_batch = used.view(self.batches_per_epoch, self.world_size, self.batch_size)
+        return per_batch[:, self.rank].reshape(-1)
+
+    def __iter__(self) -> Iterator[int]:
+        indices = self.rank_indices(self.epoch)[self.start_batch * self.batch_size:]
+        self.start_batch = 0
+        self.epoch += 1
+        return iter(indices.tolist())
+
+    def __len__(self) -> int:
+        return (self.batches_per_epoch - self.start_batch) * self.batch_size
+
+
+class ValSampler(Sampler[int]):
+    """The validation split in dataset order, sharded by contiguous blocks across ranks."""
+
+    def __init__(self, n: int, rank: int = 0, world_size: int = 1):
+        per_rank = -(-n // world_size)
+        self.indices = list(range(rank * per_rank, min(n, (rank + 1) * per_rank)))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+# ---------------------------------------------------------------- fingerprints
+_FINGERPRINT_WIDTH = 16
+
+
+def _hash_weights() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0x5EED)
+    return torch.randint(1, 2**62, (_FINGERPRINT_WIDTH,), generator=g, dtype=torch.long)
+
+
+_WEIGHTS = _hash_weights()
+
+
+def fingerprint(rows: torch.Tensor) -> list[int]:
+    """A 64-bit hash of each row's first values (exact bit patterns: float32 rows are viewed as int32).
+
+    Rows that a wrapper converted (e.g. to bf16) no longer match, which is reported, not guessed.
+    """
+    flat = rows.detach().reshape(rows.shape[0], -1)[:, :_FINGERPRINT_WIDTH]
+    if flat.device.type != "cpu":
+        flat = flat.cpu()
+    if flat.dtype == torch.float32:
+        flat = flat.view(torch.int32)
+    elif flat.is_floating_point():
+        return [-1] * rows.shape[0]
+    flat = flat.long()
+    return (flat * _WEIGHTS[: flat.shape[1]]).sum(1).tolist()
+
+
+class SampleIndex:
+    """Maps fingerprints of the task's inputs back to (split, dataset index)."""
+
+    def __init__(self, train_inputs: torch.Tensor, val_inputs: torch.Tensor):
+        self.train = self._build(train_inputs)
+        self.val = self._build(val_inputs)
+
+    @staticmethod
+    def _build(inputs: torch.Tensor) -> dict[int, int]:
+        table: dict[int, int] = {}
+        for i, key in enumerate(fingerprint(inputs)):
+            table[key] = -1 if key in table else i   # a collision makes both rows unattributable
+        return table
+
+    def lookup(self, rows: torch.Tensor, split: str) -> list[int]:
+        table = self.train if split == "train" else self.val
+        return [table.get(k, -1) for k in fingerprint(rows)]

@@ -1,0 +1,76 @@
+"""What a number was measured on: the environment lock, the hardware, the code version."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+
+
+def environment_lock() -> str:
+    """Every installed distribution and version, pip-freeze style, sorted."""
+    seen = {}
+    for dist in metadata.distributions():
+        name = dist.metadata.get("Name")
+        if name:
+            seen[name.lower()] = f"{name}=={dist.version}"
+    return "\n".join(seen[k] for k in sorted(seen)) + "\n"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def gpu_description() -> list[dict]:
+    """NVIDIA GPUs as NVML sees them; [] when there is no NVIDIA driver (the normal CPU case)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - NVMLError_LibraryNotFound and friends mean "no NVIDIA GPU"
+        return []
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            gpus.append({"index": i, "name": pynvml.nvmlDeviceGetName(handle),
+                         "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+                         "driver": driver, "cuda_driver_version": f"{cuda // 1000}.{cuda % 1000 // 10}"})
+        return gpus
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def hardware_description() -> dict:
+    return {"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(),
+            "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            "memory_bytes": _memory_bytes(), "platform": platform.platform(),
+            "python": platform.python_version(), "gpus": gpu_description()}
+
+
+def git_commit(path: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None

@@ -1,0 +1,71 @@
+"""Start the worker ranks as separate processes with torch elastic (torchrun) environment variables.
+
+Wrappers detect these variables (Lightning's TorchElasticEnvironment, Accelerate's state, Ignite's
+idist) and join the process group instead of spawning their own processes. When one rank fails, the
+others are stopped: a rank waiting in a collective for a dead peer would otherwise hang.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+class WorkerGroup:
+    def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1"):
+        self.world_size = world_size
+        self.log_paths = [os.path.join(log_dir, f"worker_rank{r}.log") for r in range(world_size)]
+        port, run_id = free_port(master_addr), uuid.uuid4().hex[:12]
+        threads = max(1, (os.cpu_count() or 1) // world_size)
+        self.procs: list[subprocess.Popen] = []
+        for rank in range(world_size):
+            env = dict(os.environ)
+            env.update({
+                "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
+                "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(world_size),
+                "ROLE_WORLD_SIZE": str(world_size), "ROLE_NAME": "default",
+                "MASTER_ADDR": master_addr, "MASTER_PORT": str(port),
+                "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
+                "TORCHELASTIC_MAX_RESTARTS": "0", "PYTHONUNBUFFERED": "1",
+            })
+            if world_size > 1:
+                env.setdefault("OMP_NUM_THREADS", str(threads))   # as torchrun does: no oversubscription
+            with open(self.log_paths[rank], "wb") as log:
+                self.procs.append(subprocess.Popen([sys.executable, "-m", "evalkit.worker", job_dir],
+                                                   env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                   start_new_session=True))
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def poll(self) -> list[int] | None:
+        """None while any rank runs; else every rank's exit code. A failed rank stops the others."""
+        codes = [p.poll() for p in self.procs]
+        if any(c not in (None, 0) for c in codes) and any(c is None for c in codes):
+            self.stop(grace_s=10.0)
+            codes = [p.poll() for p in self.procs]
+        return None if any(c is None for c in codes) else codes
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM every live rank, then SIGKILL what is left after `grace_s`."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,68 @@
+"""Peak-memory readings. Each reading says how it was measured.
+
+CPU: the process's peak RSS (VmHWM) over the measured window; writing 5 to /proc/self/clear_refs
+resets the high-water mark at the window's start (Linux). CUDA: the caching allocator's peak
+(`max_memory_allocated` / `max_memory_reserved`) over the window, plus the device memory in use
+as NVML reports it.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def reset_peak(device: torch.device) -> bool:
+    """Start a peak-memory window; False when the high-water mark could not be reset."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return True
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def read_peak(device: torch.device, window_reset: bool) -> dict:
+    rss = _status_kib("VmHWM")
+    out = {
+        "peak_rss_bytes": rss * 1024 if rss is not None else None,
+        "peak_rss_method": "VmHWM since clear_refs at warm-up end" if window_reset else "VmHWM since start",
+    }
+    if device.type == "cuda":
+        out.update({
+            "peak_mem_bytes": torch.cuda.max_memory_allocated(device),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
+            "peak_mem_method": "torch.cuda.max_memory_allocated since warm-up end",
+        })
+        out.update(nvml_memory(device.index or 0))
+    else:
+        out.update({"peak_mem_bytes": out["peak_rss_bytes"], "peak_mem_method": out["peak_rss_method"]})
+    return out
+
+
+def nvml_memory(index: int) -> dict:
+    """Device memory in use according to NVML (the driver's view: every process, every allocator)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            return {"nvml_used_bytes": int(info.used), "nvml_total_bytes": int(info.total)}
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as exc:  # noqa: BLE001 - NVML missing or failing is a reading, not an error
+        return {"nvml_error": f"{type(exc).__name__}: {exc}"}

@@ -1,0 +1,244 @@
+"""Framework-neutral observers: what a wrapper actually did, read from torch hooks, not from its logs.
+
+Hooks: forward pre/post hooks on the task's model (sample indices, grad/train mode, compute dtype,
+validation metrics computed from the outside), a forward hook on the task's loss module (the training
+loss of each micro-batch), torch's global optimizer step pre/post hooks (every optimizer in the
+process: LR per group, gradient norm, loss scale, step timing), and two registrations on torch base
+classes (`LRScheduler.step`, `GradScaler.scale`) so the observer can count scheduler steps and read the
+loss scale of schedulers and scalers it did not create. Nothing here touches a wrapper's internals.
+
+Records go to the spool once per optimizer step. On CUDA, step ends are CUDA events read once at the end.
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from collections import Counter
+from typing import Any
+
+import torch
+from torch.optim.lr_scheduler import LRScheduler
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+from evalkit.data import SampleIndex
+from evalkit.measure import read_peak, reset_peak
+from evalkit.spool import SpoolWriter
+from evalkit.tasks import Task
+
+_SCHEDULERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_SCALERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def _register_on_call(cls: type, method: str, registry: weakref.WeakSet) -> None:
+    original = getattr(cls, method)
+    if getattr(original, "_evalkit_registering", False):
+        return
+
+    def registering(self, *args, **kwargs):
+        registry.add(self)
+        return original(self, *args, **kwargs)
+
+    registering._evalkit_registering = True
+    setattr(cls, method, registering)
+
+
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+def _compute_layer(model: torch.nn.Module) -> torch.nn.Module:
+    layers = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+    return next((m for m in model.modules() if isinstance(m, layers)), model)
+
+
+class Observer:
+    def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
+                 sample_ids: bool = True, record_params: bool = False, start_step: int = 0):
+        self.task, self.spool, self.device = task, spool, device
+        self.warmup_steps = warmup_steps
+        self.index = SampleIndex(task.train_set.tensors[0], task.val_set.tensors[0]) if sample_ids else None
+        self.record_params = record_params
+        self.step = start_step              # optimizer steps completed (by this process's count)
+        self._micro: list[dict] = []        # micro-batches of the step in progress
+        self._micro_losses: list[torch.Tensor] = []
+        self._val: dict[str, float] | None = None
+        self._val_in_interval = False
+        self._pending_ids: list[int] | None = None
+        self._compute_dtype: torch.dtype | None = None
+        self._pre: dict[str, Any] = {}
+        self._t_prev = time.perf_counter()
+        self._cuda_events: list[Any] = []
+        self._intervals: list[tuple[int, float, int, bool]] = []   # (step, seconds, samples, validation ran)
+        self._dtypes: Counter = Counter()
+        self._unattributed = 0
+        self._window_reset = False
+        self._handles: list[Any] = []
+
+    # ------------------------------------------------------------------ attach / detach
+    def attach(self) -> "Observer":
+        _register_on_call(LRScheduler, "step", _SCHEDULERS)
+        _register_on_call(torch.amp.GradScaler, "scale", _SCALERS)
+        model, loss_fn = self.task.model, self.task.loss_fn
+        self._handles = [
+            # The compute dtype is read off the first Linear/Conv layer: a wrapper may cast the model's
+            # outputs back to fp32 (Accelerate does), which would hide the precision it ran in.
+            _compute_layer(model).register_forward_hook(self._on_compute_layer),
+            model.register_forward_pre_hook(self._on_forward_pre, with_kwargs=True),
+            model.register_forward_hook(self._on_forward, with_kwargs=True),
+            loss_fn.register_forward_hook(self._on_loss),
+            register_optimizer_step_pre_hook(self._on_step_pre),
+            register_optimizer_step_post_hook(self._on_step_post),
+        ]
+        return self
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    # ------------------------------------------------------------------ forward passes
+    def _on_forward_pre(self, module, args, kwargs) -> None:
+        rows = _first_tensor(args) if args else _first_tensor(kwargs)
+        training = torch.is_grad_enabled()
+        if training and self._val is not None:
+            self._flush_val()
+        self._pending_ids = None
+        if self.index is not None and rows is not None:
+            self._pending_ids = self.index.lookup(rows, "train" if training else "val")
+
+    def _on_compute_layer(self, module, args, output) -> None:
+        self._compute_dtype = output.dtype if isinstance(output, torch.Tensor) else None
+
+    def _on_forward(self, module, args, kwargs, output) -> None:
+        out = _first_tensor(output)
+        dtype = self._compute_dtype or (out.dtype if out is not None else None)
+        dtype = str(dtype).removeprefix("torch.") if dtype is not None else "none"
+        self._compute_dtype = None
+        ids = self._pending_ids or []
+        if torch.is_grad_enabled():
+            self._dtypes[dtype] += 1
+            self._unattributed += sum(1 for i in ids if i < 0)
+            self._micro.append({"kind": "micro", "step": self.step + 1, "i": len(self._micro),
+                                "n": len(ids) if ids else (out.shape[0] if out is not None else 0),
+                                "train_mode": module.training, "grad": True, "dtype": dtype, "ids": ids})
+        elif out is not None:
+            self._accumulate_val(module, out, ids, dtype)
+
+    def _on_loss(self, module, args, output) -> None:
+        if torch.is_grad_enabled() and isinstance(output, torch.Tensor) and output.numel() == 1:
+            self._micro_losses.append(output.detach().float())
+
+    def _accumulate_val(self, module, out: torch.Tensor, ids: list[int], dtype: str) -> None:
+        """Validation metrics from the outside: targets looked up by the recovered sample indices."""
+        self._val_in_interval = True
+        val = self._val = self._val or {"sum": 0.0, "count": 0, "loss_sum": 0.0, "batches": 0,
+                                        "unattributed": 0, "train_mode": 0}
+        val["batches"] += 1
+        val["train_mode"] += int(module.training)
+        if not ids or min(ids) < 0:
+            val["unattributed"] += out.shape[0]
+            return
+        target = self.task.val_set.tensors[1][ids].to(out.device)
+        total, count = self.task.metric.batch_stats(out, target)
+        loss = float(self.task.loss_fn.forward(out.float(), target))   # .forward: no hooks, not a training loss
+        val["sum"] += total
+        val["count"] += count
+        val["loss_sum"] += loss * count
+
+    def _flush_val(self) -> None:
+        val, self._val = self._val, None
+        if val is None:
+            return
+        metric = self.task.metric
+        record = {"kind": "val", "step": self.step, "metric": metric.name, "finalize": metric.finalize, **val}
+        if val["count"]:
+            record["value"] = metric.value(val["sum"], val["count"])
+            record["loss"] = val["loss_sum"] / val["count"]
+        self.spool.add(record)
+        self.spool.flush()
+
+    # ------------------------------------------------------------------ optimizer steps
+    def _on_step_pre(self, optimizer, args, kwargs) -> None:
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else None
+        scale = next((s._scale for s in _SCALERS if s.is_enabled() and s._scale is not None), None)
+        self._pre = {"lr": [g["lr"] for g in optimizer.param_groups], "norm": norm, "scale": scale,
+                     "sched_steps": sum(max(0, s._step_count - 1) for s in _SCHEDULERS)}
+
+    def _on_step_post(self, optimizer, args, kwargs) -> None:
+        if self._val is not None:
+            self._flush_val()
+        now = time.perf_counter()
+        self.step += 1
+        if self.device.type == "cuda":
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self._cuda_events.append(event)
+        pre, losses = self._pre, self._micro_losses
+        scalars = [pre["norm"] if pre.get("norm") is not None else torch.tensor(float("nan"))]
+        scalars += [pre["scale"].float().reshape(()) if pre.get("scale") is not None else torch.tensor(float("nan"))]
+        values = torch.stack([s.detach().float().cpu().reshape(()) for s in scalars + losses]).tolist()
+        samples = sum(m["n"] for m in self._micro)
+        for micro, loss in zip(self._micro, values[2:]):
+            micro["loss"] = loss
+        record = {"kind": "step", "step": self.step, "t": now, "wall": time.time(), "dt": now - self._t_prev,
+                  "lr": pre.get("lr", [g["lr"] for g in optimizer.param_groups]),
+                  "grad_norm": values[0], "loss_scale": values[1],
+                  "loss": sum(values[2:]) / len(losses) if losses else None,
+                  "micro_batches": len(self._micro), "loss_calls": len(losses), "samples": samples,
+                  "sched_steps": pre.get("sched_steps", 0), "validated_before": self._val_in_interval}
+        for micro in self._micro:
+            self.spool.add(micro)
+        self.spool.add(record)
+        if self.record_params:
+            self.spool.add({"kind": "params", "step": self.step,
+                            "values": torch.cat([p.detach().float().reshape(-1).cpu()
+                                                 for p in self.task.model.parameters()]).tolist()})
+        self.spool.flush()
+        self._intervals.append((self.step, now - self._t_prev, samples, self._val_in_interval))
+        self._micro, self._micro_losses, self._pre, self._val_in_interval = [], [], {}, False
+        if self.step == self._first_measured_step() - 1:
+            self._window_reset = reset_peak(self.device)
+        self._t_prev = time.perf_counter()
+
+    def _first_measured_step(self) -> int:
+        return (self._intervals[0][0] if self._intervals else self.step) + self.warmup_steps
+
+    # ------------------------------------------------------------------ the end
+    def finish(self) -> dict[str, Any]:
+        """Flush what is pending and return the run's summary (throughput, memory, observed dtypes)."""
+        self._flush_val()
+        self.spool.flush()
+        summary = {"steps": self.step, "observed_dtypes": dict(self._dtypes),
+                   "unattributed_samples": self._unattributed, **self._throughput(),
+                   **read_peak(self.device, self._window_reset)}
+        self.detach()
+        return summary
+
+    def _throughput(self) -> dict[str, Any]:
+        intervals = self._intervals
+        if self.device.type == "cuda" and len(self._cuda_events) > 1:
+            torch.cuda.synchronize()
+            gpu = [a.elapsed_time(b) / 1000 for a, b in zip(self._cuda_events, self._cuda_events[1:])]
+            intervals = [(s, t, n, v) for (s, _, n, v), t in zip(intervals[1:], gpu)]
+        first = self._first_measured_step()
+        window = [(t, n) for s, t, n, validated in intervals if s >= first and not validated]
+        method = ("CUDA events between optimizer steps" if self.device.type == "cuda"
+                  else "perf_counter between optimizer steps")
+        if not window:
+            return {"throughput_method": method, "window_steps": 0}
+        seconds = sum(t for t, _ in window)
+        times = sorted(t for t, _ in window)
+        return {"samples_per_s": sum(n for _, n in window) / seconds, "steps_per_s": len(window) / seconds,
+                "step_time_median_s": times[len(times) // 2], "window_steps": len(window),
+                "throughput_method": f"{method}, steps after {self.warmup_steps} warm-up steps, "
+                                     "intervals that ran validation excluded"}

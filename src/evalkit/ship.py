@@ -1,0 +1,133 @@
+"""Ship spooled records to MLflow in batches, and export them as CSV artifacts at the end.
+
+Curves come from rank 0's step records; validation metrics are merged over every rank (sums and
+counts), once each rank has reported that validation. A failed `log_batch` (tracking outage) keeps the
+points queued for the next call: the spool on disk stays the source of truth.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections import defaultdict
+from typing import Any
+
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+from evalkit.spool import SpoolTail
+from evalkit.tasks import FINALIZERS
+from evalkit.tracking import log_metrics, metric
+
+STEP_COLUMNS = ["step", "loss", "lr", "grad_norm", "step_time_s", "loss_scale", "micro_batches", "samples",
+                "loss_calls", "sched_steps", "validated_before", "wall"]
+MICRO_COLUMNS = ["step", "i", "n", "train_mode", "grad", "dtype", "loss", "ids"]
+
+
+def step_metrics(record: dict[str, Any]) -> list[Metric]:
+    step, wall = record["step"], record.get("wall")
+    out = []
+    values = {"train/loss": record.get("loss"), "train/grad_norm": record.get("grad_norm"),
+              "train/step_time_s": record.get("dt"), "train/loss_scale": record.get("loss_scale")}
+    for i, lr in enumerate(record.get("lr", [])):
+        values["train/lr" if i == 0 else f"train/lr_group{i}"] = lr
+    for key, value in values.items():
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            out.append(metric(key, value, step, wall))
+    return out
+
+
+class Shipper:
+    def __init__(self, client: MlflowClient, run_id: str, spool_dir: str, world_size: int,
+                 batch_size: int = 1000, metric_name: str = "metric"):
+        self.client, self.run_id, self.batch_size = client, run_id, batch_size
+        self.world_size = world_size
+        self.tails = [SpoolTail(spool_dir, r) for r in range(world_size)]
+        self.steps: list[dict] = []        # rank 0
+        self.micro: list[dict] = []        # rank 0
+        self.val: dict[int, dict[int, dict]] = defaultdict(dict)   # step -> rank -> record
+        self.params: list[dict] = []
+        self._val_shipped: set[int] = set()
+        self._queue: list[Metric] = []
+        self.sent = 0
+        self.last_error: str | None = None
+
+    def poll(self, final: bool = False) -> int:
+        """Read what the workers appended and send it; returns the number of points sent."""
+        for rank, tail in enumerate(self.tails):
+            for record in tail.read_new():
+                self._take(rank, record)
+        self._queue_validation(final)
+        try:
+            sent = log_metrics(self.client, self.run_id, self._queue, self.batch_size)
+        except Exception as exc:  # noqa: BLE001 - keep the points, try again next time
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return 0
+        self._queue, self.last_error = [], None
+        self.sent += sent
+        return sent
+
+    def _take(self, rank: int, record: dict) -> None:
+        kind = record.get("kind")
+        if kind == "val":
+            self.val[record["step"]][rank] = record
+        elif rank != 0:
+            return
+        elif kind == "step":
+            self.steps.append(record)
+            self._queue.extend(step_metrics(record))
+        elif kind == "micro":
+            self.micro.append(record)
+        elif kind == "params":
+            self.params.append(record)
+
+    def _queue_validation(self, final: bool) -> None:
+        for step, by_rank in sorted(self.val.items()):
+            if step in self._val_shipped or (len(by_rank) < self.world_size and not final):
+                continue
+            merged = merge_validation(list(by_rank.values()))
+            if merged.get("value") is not None:
+                self._queue.append(metric(f"val/{merged['metric']}", merged["value"], step))
+                self._queue.append(metric("val/loss", merged["loss"], step))
+            self._val_shipped.add(step)
+
+    def validation_rows(self) -> list[dict]:
+        return [merge_validation(list(self.val[s].values())) | {"step": s} for s in sorted(self.val)]
+
+    def write_csvs(self, out_dir: str, metric_name: str) -> list[str]:
+        os.makedirs(out_dir, exist_ok=True)
+        steps = [{**r, "step_time_s": r.get("dt"),
+                  "lr": (r.get("lr") or [None])[0]} for r in self.steps]
+        val = [{"step": v["step"], "loss": v.get("loss"), metric_name: v.get("value"),
+                "samples": v.get("count"), "ranks": v.get("ranks"), "unattributed": v.get("unattributed")}
+               for v in self.validation_rows()]
+        micro = [{**m, "ids": " ".join(map(str, m.get("ids", [])))} for m in self.micro]
+        paths = [_write_csv(os.path.join(out_dir, "steps_rank0.csv"), steps, STEP_COLUMNS),
+                 _write_csv(os.path.join(out_dir, "val_rank0.csv"), val,
+                            ["step", "loss", metric_name, "samples", "ranks", "unattributed"]),
+                 _write_csv(os.path.join(out_dir, "micro_rank0.csv"), micro, MICRO_COLUMNS)]
+        if self.params:
+            paths.append(_write_csv(os.path.join(out_dir, "params_rank0.csv"),
+                                    [{"step": p["step"], "values": " ".join(f"{v:.9g}" for v in p["values"])}
+                                     for p in self.params], ["step", "values"]))
+        return paths
+
+
+def merge_validation(records: list[dict]) -> dict:
+    """One validation result from every rank's share: sums and counts add, then the task's finalizer."""
+    total = sum(r.get("sum", 0.0) for r in records)
+    count = sum(r.get("count", 0) for r in records)
+    merged = {"metric": records[0]["metric"], "count": count, "ranks": len(records),
+              "unattributed": sum(r.get("unattributed", 0) for r in records)}
+    if count:
+        merged["value"] = FINALIZERS[records[0].get("finalize", "identity")](total / count)
+        merged["loss"] = sum(r.get("loss_sum", 0.0) for r in records) / count
+    return merged
+
+
+def _write_csv(path: str, rows: list[dict], columns: list[str]) -> str:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

@@ -1,0 +1,52 @@
+"""A Hydra callback that gives a multirun one MLflow parent run, with every job nested under it."""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig
+
+from evalkit import tracking
+from evalkit.job import PARENT_RUN_ENV, SWEEP_ID_ENV
+
+
+class SweepCallback(Callback):
+    def __init__(self) -> None:
+        self.client: MlflowClient | None = None
+        self.parent_id: str | None = None
+        self.jobs = 0
+        self.failed = 0
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        uri = tracking.resolve_uri(config.tracking.uri)
+        tracking.check_reachable(uri)
+        self.client = MlflowClient(uri)
+        sweep_id = f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
+        exp = tracking.experiment_id(self.client, config.tracking.experiment)
+        run = self.client.create_run(exp, run_name=f"sweep-{sweep_id}", tags={
+            "evalkit.role": "sweep", "evalkit.sweep_id": sweep_id,
+            "evalkit.sweep_dir": os.path.abspath(config.hydra.sweep.dir),
+            "evalkit.overrides": " ".join(config.hydra.overrides.task)[:5000]})
+        self.parent_id = run.info.run_id
+        os.environ[PARENT_RUN_ENV] = self.parent_id
+        os.environ[SWEEP_ID_ENV] = sweep_id
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if self.parent_id is None:
+            return
+        self.jobs += 1
+        result = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
+        if result is None or not getattr(result, "ok", False):
+            self.failed += 1
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.parent_id is None:
+            return
+        tracking.set_tags(self.client, self.parent_id, {"evalkit.jobs": self.jobs, "evalkit.jobs_failed": self.failed})
+        self.client.set_terminated(self.parent_id, "FAILED" if self.failed else "FINISHED")
+        os.environ.pop(PARENT_RUN_ENV, None)
+        os.environ.pop(SWEEP_ID_ENV, None)

@@ -1,0 +1,176 @@
+"""Tasks: model + synthetic data + loss + validation metric, built from a seed, identical for every adapter.
+
+Nothing is ever downloaded: every tensor comes from a `torch.Generator` seeded from the run's seed.
+The model's initial weights depend only on the seed (`torch.manual_seed(seed)` right before it is built).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+IGNORE_INDEX = -100
+PAD_TOKEN = 0
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A validation metric aggregated as sum/count over batches, then finalised."""
+
+    name: str
+    higher_is_better: bool
+    batch_stats: Callable[[torch.Tensor, torch.Tensor], tuple[float, int]]  # (output, target) -> (sum, count)
+    finalize: str = "identity"       # a FINALIZERS name, applied to sum/count (named so records can carry it)
+
+    def value(self, total: float, count: int) -> float:
+        return FINALIZERS[self.finalize](total / count)
+
+
+FINALIZERS: dict[str, Callable[[float], float]] = {"identity": lambda mean: mean, "exp": math.exp}
+
+
+@dataclass
+class Task:
+    name: str
+    model: nn.Module
+    train_set: TensorDataset
+    val_set: TensorDataset
+    loss_fn: nn.Module   # evalkit's instance: observers hook it; adapters must call it for the training loss
+    metric: Metric
+
+
+def _generator(seed: int, stream: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed * 1_000_003 + stream)
+
+
+# ---------------------------------------------------------------- mlp_regression
+def _mse_stats(out: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
+    return float(((out.float() - y) ** 2).sum()), y.numel()
+
+
+def mlp_regression(cfg, seed: int) -> Task:
+    """y = tanh(x W1) w2 + noise; an MLP of `depth` hidden layers learns it. Metric: MSE (lower is better)."""
+    g = _generator(seed, 1)
+    w1 = torch.randn(cfg.in_dim, cfg.hidden, generator=g) / math.sqrt(cfg.in_dim)
+    w2 = torch.randn(cfg.hidden, cfg.out_dim, generator=g) / math.sqrt(cfg.hidden)
+
+    def split(n: int, stream: int) -> TensorDataset:
+        gs = _generator(seed, stream)
+        x = torch.randn(n, cfg.in_dim, generator=gs)
+        y = torch.tanh(x @ w1) @ w2 + cfg.noise * torch.randn(n, cfg.out_dim, generator=gs)
+        return TensorDataset(x, y)
+
+    torch.manual_seed(seed)
+    layers: list[nn.Module] = []
+    width = cfg.in_dim
+    for _ in range(cfg.depth):
+        layers += [nn.Linear(width, cfg.hidden), nn.GELU()]
+        width = cfg.hidden
+    layers.append(nn.Linear(width, cfg.out_dim))
+    return Task(cfg.name, nn.Sequential(*layers), split(cfg.n_train, 2), split(cfg.n_val, 3),
+                nn.MSELoss(), Metric("mse", False, _mse_stats))
+
+
+# ---------------------------------------------------------------- cnn_classification
+def _accuracy_stats(out: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
+    return float((out.argmax(-1) == y).sum()), y.numel()
+
+
+class SmallCNN(nn.Module):
+    def __init__(self, channels: int, width: int, classes: int):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 3, padding=1), nn.BatchNorm2d(2 * width), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(2 * width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+def cnn_classification(cfg, seed: int) -> Task:
+    """Gaussian-noise images plus one fixed random pattern per class. Metric: accuracy (higher is better)."""
+    g = _generator(seed, 1)
+    shape = (cfg.channels, cfg.image_size, cfg.image_size)
+    patterns = torch.randn(cfg.out_dim, *shape, generator=g)
+
+    def split(n: int, stream: int) -> TensorDataset:
+        gs = _generator(seed, stream)
+        y = torch.randint(cfg.out_dim, (n,), generator=gs)
+        x = 0.5 * patterns[y] + cfg.noise * torch.randn(n, *shape, generator=gs)
+        return TensorDataset(x, y)
+
+    torch.manual_seed(seed)
+    model = SmallCNN(cfg.channels, cfg.hidden, cfg.out_dim)
+    return Task(cfg.name, model, split(cfg.n_train, 2), split(cfg.n_val, 3),
+                nn.CrossEntropyLoss(), Metric("accuracy", True, _accuracy_stats))
+
+
+# ---------------------------------------------------------------- tiny_lm
+class TokenLoss(nn.Module):
+    """Cross-entropy averaged over non-pad tokens (targets equal to IGNORE_INDEX are skipped)."""
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
+                                           ignore_index=IGNORE_INDEX)
+
+
+def _nll_stats(out: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
+    nll = nn.functional.cross_entropy(out.flatten(0, 1).float(), y.flatten(),
+                                      ignore_index=IGNORE_INDEX, reduction="sum")
+    return float(nll), int((y != IGNORE_INDEX).sum())
+
+
+class TinyDecoder(nn.Module):
+    """A causal transformer decoder (self-attention only). Pad tokens sit at the end of each row, so
+    the causal mask alone keeps real tokens from attending to them."""
+
+    def __init__(self, vocab: int, seq_len: int, width: int, depth: int, heads: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.pos = nn.Parameter(torch.randn(seq_len, width) * 0.02)
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True,
+                                           norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab)
+        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(seq_len), persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        n = tokens.shape[1]
+        h = self.embed(tokens) + self.pos[:n]
+        h = self.blocks(h, mask=self.causal[:n, :n], is_causal=True)
+        return self.head(self.norm(h))
+
+
+def tiny_lm(cfg, seed: int) -> Task:
+    """Sequences from a random first-order Markov chain, lengths uniform in [seq_len/4, seq_len],
+    right-padded with PAD_TOKEN. Metric: perplexity over non-pad tokens (lower is better)."""
+    g = _generator(seed, 1)
+    vocab = cfg.vocab_size
+    logits = torch.randn(vocab, vocab, generator=g) * 3.0
+    logits[:, PAD_TOKEN] = -float("inf")
+    transition = torch.softmax(logits, dim=-1)
+
+    def split(n: int, stream: int) -> TensorDataset:
+        gs = _generator(seed, stream)
+        rows = torch.full((n, cfg.seq_len + 1), PAD_TOKEN, dtype=torch.long)
+        lengths = torch.randint(cfg.seq_len // 4, cfg.seq_len + 2, (n,), generator=gs)
+        rows[:, 0] = torch.randint(1, vocab, (n,), generator=gs)
+        for t in range(1, cfg.seq_len + 1):
+            rows[:, t] = torch.multinomial(transition[rows[:, t - 1].clamp(min=1)], 1, generator=gs).squeeze(1)
+        rows[torch.arange(cfg.seq_len + 1) >= lengths[:, None]] = PAD_TOKEN
+        x, y = rows[:, :-1].clone(), rows[:, 1:].clone()
+        y[y == PAD_TOKEN] = IGNORE_INDEX
+        return TensorDataset(x, y)
+
+    torch.manual_seed(seed)
+    model = TinyDecoder(vocab, cfg.seq_len, cfg.hidden, cfg.depth, cfg.n_heads)
+    return Task(cfg.name, model, split(cfg.n_train, 2), split(cfg.n_val, 3),
+                TokenLoss(), Metric("perplexity", False, _nll_stats, finalize="exp"))
