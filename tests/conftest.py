@@ -1,0 +1,47 @@
+"""Shared test helpers: run the real `evalkit` command in a temporary directory, read the real MLflow store."""
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+EVALKIT = os.path.join(os.path.dirname(sys.executable), "evalkit")
+
+
+def run_evalkit(workdir, *overrides: str, multirun: bool = False, timeout: float = 600,
+                env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `evalkit [overrides]` in `workdir` (its local store is workdir/mlflow.db)."""
+    full_env = {k: v for k, v in os.environ.items()
+                if k not in ("MLFLOW_TRACKING_URI", "EVALKIT_DEFAULT_TRACKING_URI")}
+    full_env.update(env or {})
+    cmd = [EVALKIT, *(["-m"] if multirun else []), *overrides, "tracking.progress_interval_s=1000"]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def store_uri(workdir) -> str:
+    return f"sqlite:///{os.path.abspath(os.path.join(workdir, 'mlflow.db'))}"
+
+
+def job_runs(workdir, experiment: str = "evalkit"):
+    """Every run of the experiment, oldest first."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store_uri(workdir))
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=1000, order_by=["attributes.start_time ASC"])
+    return client, runs
+
+
+def read_records(client, run_id: str, name: str = "steps_rank0.csv") -> list[dict]:
+    path = client.download_artifacts(run_id, f"records/{name}")
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    return tmp_path
