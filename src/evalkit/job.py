@@ -90,9 +90,17 @@ class Controller:
         tags = run_tags(self.cfg, sweep_id)
         if os.environ.get(PARENT_RUN_ENV):
             tags["mlflow.parentRunId"] = os.environ[PARENT_RUN_ENV]
-        name = self.cfg.run_name or f"{self.cfg.trainer.name}-{self.cfg.task.name}-s{self.cfg.seed}"
-        run = self.client.create_run(exp, run_name=name, tags={k: str(v) for k, v in tags.items() if v is not None})
-        self.run_id = run.info.run_id
+        cfg = self.cfg
+        name = cfg.run_name or (f"{cfg.trainer.name}-{cfg.task.name}-{cfg.precision.name}"
+                                f"-ws{cfg.distributed.world_size}-s{cfg.seed}")
+        adopted = os.environ.pop("MLFLOW_RUN_ID", None) if not os.environ.get(PARENT_RUN_ENV) else None
+        if adopted:   # `mlflow run` created the run for this entry point: record into it
+            self.run_id = adopted
+            tracking.set_tags(self.client, adopted, {"mlflow.runName": name, **tags})
+        else:
+            run = self.client.create_run(exp, run_name=name,
+                                         tags={k: str(v) for k, v in tags.items() if v is not None})
+            self.run_id = run.info.run_id
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
         tracking.log_params(self.client, self.run_id, tracking.flatten(resolved))
         self._log_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))), "config", "resolved.yaml")

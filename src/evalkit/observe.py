@@ -55,6 +55,19 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
     return None
 
 
+def resumed_step(optimizer: torch.optim.Optimizer) -> tuple[int, str]:
+    """Optimizer steps already taken before this process's first one, read off the optimizer's own
+    state (Adam-family keep a per-parameter step count) or else the schedulers' step counts. A resumed
+    run whose wrapper did not restore that state starts again at step 1, which the records then show."""
+    for state in optimizer.state.values():
+        if "step" in state:
+            return int(state["step"]), "optimizer state"
+    counts = [s.last_epoch for s in _SCHEDULERS if getattr(s, "optimizer", None) is optimizer]
+    if counts:
+        return max(counts), "scheduler last_epoch"
+    return 0, "fresh start"
+
+
 def _compute_layer(model: torch.nn.Module) -> torch.nn.Module:
     layers = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
     return next((m for m in model.modules() if isinstance(m, layers)), model)
@@ -62,12 +75,13 @@ def _compute_layer(model: torch.nn.Module) -> torch.nn.Module:
 
 class Observer:
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
-                 sample_ids: bool = True, record_params: bool = False, start_step: int = 0):
+                 sample_ids: bool = True, record_params: bool = False):
         self.task, self.spool, self.device = task, spool, device
         self.warmup_steps = warmup_steps
         self.index = SampleIndex(task.train_set.tensors[0], task.val_set.tensors[0]) if sample_ids else None
         self.record_params = record_params
-        self.step = start_step              # optimizer steps completed (by this process's count)
+        self.step = 0                       # optimizer steps completed, counted from the start step
+        self._start_source: str | None = None
         self._micro: list[dict] = []        # micro-batches of the step in progress
         self._micro_losses: list[torch.Tensor] = []
         self._val: dict[str, float] | None = None
@@ -127,7 +141,7 @@ class Observer:
         if torch.is_grad_enabled():
             self._dtypes[dtype] += 1
             self._unattributed += sum(1 for i in ids if i < 0)
-            self._micro.append({"kind": "micro", "step": self.step + 1, "i": len(self._micro),
+            self._micro.append({"kind": "micro", "i": len(self._micro),
                                 "n": len(ids) if ids else (out.shape[0] if out is not None else 0),
                                 "train_mode": module.training, "grad": True, "dtype": dtype, "ids": ids})
         elif out is not None:
@@ -168,6 +182,8 @@ class Observer:
 
     # ------------------------------------------------------------------ optimizer steps
     def _on_step_pre(self, optimizer, args, kwargs) -> None:
+        if self._start_source is None:
+            self.step, self._start_source = resumed_step(optimizer)
         grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else None
         scale = next((s._scale for s in _SCALERS if s.is_enabled() and s._scale is not None), None)
@@ -197,6 +213,7 @@ class Observer:
                   "micro_batches": len(self._micro), "loss_calls": len(losses), "samples": samples,
                   "sched_steps": pre.get("sched_steps", 0), "validated_before": self._val_in_interval}
         for micro in self._micro:
+            micro["step"] = self.step
             self.spool.add(micro)
         self.spool.add(record)
         if self.record_params:
@@ -218,7 +235,8 @@ class Observer:
         """Flush what is pending and return the run's summary (throughput, memory, observed dtypes)."""
         self._flush_val()
         self.spool.flush()
-        summary = {"steps": self.step, "observed_dtypes": dict(self._dtypes),
+        summary = {"last_step": self.step, "start_step_source": self._start_source,
+                   "observed_dtypes": dict(self._dtypes),
                    "unattributed_samples": self._unattributed, **self._throughput(),
                    **read_peak(self.device, self._window_reset)}
         self.detach()

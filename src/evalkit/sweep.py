@@ -26,12 +26,16 @@ class SweepCallback(Callback):
         tracking.check_reachable(uri)
         self.client = MlflowClient(uri)
         sweep_id = f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
-        exp = tracking.experiment_id(self.client, config.tracking.experiment)
-        run = self.client.create_run(exp, run_name=f"sweep-{sweep_id}", tags={
-            "evalkit.role": "sweep", "evalkit.sweep_id": sweep_id,
-            "evalkit.sweep_dir": os.path.abspath(config.hydra.sweep.dir),
-            "evalkit.overrides": " ".join(config.hydra.overrides.task)[:5000]})
-        self.parent_id = run.info.run_id
+        tags = {"evalkit.role": "sweep", "evalkit.sweep_id": sweep_id,
+                "evalkit.sweep_dir": os.path.abspath(config.hydra.sweep.dir),
+                "evalkit.overrides": " ".join(config.hydra.overrides.task)[:5000]}
+        adopted = os.environ.pop("MLFLOW_RUN_ID", None)
+        if adopted:   # `mlflow run -e sweep` created the run: it becomes the parent
+            self.parent_id = adopted
+            tracking.set_tags(self.client, adopted, tags)
+        else:
+            exp = tracking.experiment_id(self.client, config.tracking.experiment)
+            self.parent_id = self.client.create_run(exp, run_name=f"sweep-{sweep_id}", tags=tags).info.run_id
         os.environ[PARENT_RUN_ENV] = self.parent_id
         os.environ[SWEEP_ID_ENV] = sweep_id
 

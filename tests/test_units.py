@@ -1,0 +1,104 @@
+"""Fast unit tests of the pieces every adapter relies on: data order, fingerprints, schedule, redaction."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from evalkit.config import TaskConfig, TrainConfig
+from evalkit.data import OrderedSampler, SampleIndex, ValSampler
+from evalkit.optim import WarmupSchedule, make_optimizer, make_scheduler
+from evalkit.secrets import REDACTED, redact
+from evalkit.tasks import IGNORE_INDEX, PAD_TOKEN, cnn_classification, mlp_regression, tiny_lm
+from evalkit.tracking import flatten
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def test_ranks_partition_each_global_batch_and_epochs_differ():
+    ranks = [OrderedSampler(100, 8, seed=3, rank=r, world_size=2) for r in range(2)]
+    assert all(len(s) == 6 * 8 for s in ranks)           # 100 // 16 = 6 global batches
+    e0 = [s.rank_indices(0).view(6, 8) for s in ranks]
+    together = torch.cat([e0[0], e0[1]], dim=1).reshape(-1)
+    assert torch.equal(together, ranks[0].epoch_order(0)[:96])   # rank r = r-th slice of each global batch
+    assert not torch.equal(ranks[0].rank_indices(0), ranks[0].rank_indices(1))
+
+
+def test_sampler_advances_epochs_by_itself_and_honours_set_epoch_and_start_batch():
+    s = OrderedSampler(64, 8, seed=1)
+    first, second = list(s), list(s)
+    assert first == s.rank_indices(0).tolist() and second == s.rank_indices(1).tolist()
+    s.set_epoch(0)
+    assert list(s) == first
+    resumed = OrderedSampler(64, 8, seed=1, start_batch=3)
+    assert len(resumed) == 5 * 8 and list(resumed) == first[24:]
+    assert list(resumed) == s.rank_indices(1).tolist()        # the skip applies to the first epoch only
+
+
+def test_sampler_refuses_a_batch_larger_than_the_data():
+    with pytest.raises(ValueError, match="lower train.batch_size"):
+        OrderedSampler(10, 8, seed=0, world_size=2)
+
+
+def test_val_sampler_shards_cover_the_split_once():
+    shards = [list(ValSampler(10, r, 3)) for r in range(3)]
+    assert sorted(sum(shards, [])) == list(range(10))
+
+
+@pytest.mark.parametrize("builder,name", [(mlp_regression, "mlp_regression"), (cnn_classification, "cnn_classification"),
+                                          (tiny_lm, "tiny_lm")])
+def test_tasks_are_functions_of_the_seed_and_fingerprints_recover_indices(builder, name):
+    cfg = OmegaConf.merge(OmegaConf.structured(TaskConfig), OmegaConf.load(CONF / "task" / f"{name}.yaml"))
+    a, b, c = builder(cfg, 5), builder(cfg, 5), builder(cfg, 6)
+    for pa, pb, pc in zip(a.model.parameters(), b.model.parameters(), c.model.parameters()):
+        assert torch.equal(pa, pb)
+    assert not all(torch.equal(pa, pc) for pa, pc in zip(a.model.parameters(), c.model.parameters()))
+    assert torch.equal(a.train_set.tensors[0], b.train_set.tensors[0])
+    index = SampleIndex(a.train_set.tensors[0], a.val_set.tensors[0])
+    picks = [7, 0, 31, 5]
+    assert index.lookup(a.train_set.tensors[0][picks], "train") == picks
+    assert index.lookup(a.val_set.tensors[0][picks], "val") == picks
+    assert index.lookup(torch.zeros_like(a.train_set.tensors[0][:2]), "train") == [-1, -1]
+
+
+def test_tiny_lm_pads_and_ignores_pad_targets():
+    cfg = OmegaConf.merge(OmegaConf.structured(TaskConfig), OmegaConf.load(CONF / "task" / "tiny_lm.yaml"))
+    task = tiny_lm(cfg, 0)
+    x, y = task.train_set.tensors
+    assert (x == PAD_TOKEN).any() and (y == IGNORE_INDEX).any()
+    lengths = (x != PAD_TOKEN).sum(1)
+    assert lengths.min() < lengths.max()                              # variable length
+    logits = torch.randn(4, x.shape[1], cfg.vocab_size)
+    manual = torch.nn.functional.cross_entropy(logits[y[:4] != IGNORE_INDEX], y[:4][y[:4] != IGNORE_INDEX])
+    assert torch.allclose(task.loss_fn(logits, y[:4]), manual)
+
+
+def test_schedule_counts_optimizer_steps():
+    sched = WarmupSchedule("cosine", warmup_steps=4, total_steps=14)
+    assert [sched(s) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert sched(9) == pytest.approx(0.5) and sched(14) == pytest.approx(0.0)
+    linear = WarmupSchedule("linear", 0, 10, min_lr_ratio=0.1)
+    assert linear(5) == pytest.approx(0.55)
+    train = OmegaConf.structured(TrainConfig(lr=0.1, warmup_steps=2, max_steps=10, schedule="constant"))
+    opt = make_optimizer([torch.nn.Parameter(torch.zeros(1))], train)
+    sch = make_scheduler(opt, train)
+    seen = []
+    for _ in range(4):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sch.step()
+    assert seen == pytest.approx([0.05, 0.1, 0.1, 0.1])
+    with pytest.raises(ValueError, match="schedule"):
+        make_scheduler(opt, OmegaConf.structured(TrainConfig(schedule="cosin")))
+
+
+def test_credentials_never_reach_params():
+    tree = {"trainer": {"options": {"hub_token": "hf_abc", "api_key": "k", "lr": 0.1, "password": None}}}
+    flat = flatten(tree)
+    assert flat["trainer.options.hub_token"] == REDACTED and flat["trainer.options.api_key"] == REDACTED
+    assert flat["trainer.options.lr"] == "0.1" and flat["trainer.options.password"] == "None"
+    assert redact({"a": [{"secret": "x"}]}) == {"a": [{"secret": REDACTED}]}
+    assert math.isfinite(float(flat["trainer.options.lr"]))
