@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
 
@@ -72,44 +73,34 @@ class ValSampler(Sampler[int]):
 _FINGERPRINT_WIDTH = 16
 
 
-def _hash_weights() -> torch.Tensor:
-    g = torch.Generator().manual_seed(0x5EED)
-    return torch.randint(1, 2**62, (_FINGERPRINT_WIDTH,), generator=g, dtype=torch.long)
-
-
-_WEIGHTS = _hash_weights()
-
-
-def fingerprint(rows: torch.Tensor) -> list[int]:
-    """A 64-bit hash of each row's first values (exact bit patterns: float32 rows are viewed as int32).
+def fingerprint(rows: torch.Tensor) -> list[bytes | None]:
+    """The exact bytes of each row's first values (one numpy view, no arithmetic: it runs per micro-batch).
 
     Rows that a wrapper converted (e.g. to bf16) no longer match, which is reported, not guessed.
     """
     flat = rows.detach().reshape(rows.shape[0], -1)[:, :_FINGERPRINT_WIDTH]
     if flat.device.type != "cpu":
         flat = flat.cpu()
-    if flat.dtype == torch.float32:
-        flat = flat.view(torch.int32)
-    elif flat.is_floating_point():
-        return [-1] * rows.shape[0]
-    flat = flat.long()
-    return (flat * _WEIGHTS[: flat.shape[1]]).sum(1).tolist()
+    if flat.is_floating_point() and flat.dtype != torch.float32:
+        return [None] * rows.shape[0]
+    arr = np.ascontiguousarray(flat.numpy())
+    return arr.view(np.dtype((np.void, arr.shape[1] * arr.itemsize))).ravel().tolist()
 
 
 class SampleIndex:
-    """Maps fingerprints of the task's inputs back to (split, dataset index)."""
+    """Maps fingerprints of the task's inputs back to (split, dataset index); -1 when unknown."""
 
     def __init__(self, train_inputs: torch.Tensor, val_inputs: torch.Tensor):
         self.train = self._build(train_inputs)
         self.val = self._build(val_inputs)
 
     @staticmethod
-    def _build(inputs: torch.Tensor) -> dict[int, int]:
-        table: dict[int, int] = {}
+    def _build(inputs: torch.Tensor) -> dict[bytes, int]:
+        table: dict[bytes, int] = {}
         for i, key in enumerate(fingerprint(inputs)):
             table[key] = -1 if key in table else i   # a collision makes both rows unattributable
         return table
 
     def lookup(self, rows: torch.Tensor, split: str) -> list[int]:
-        table = self.train if split == "train" else self.val
-        return [table.get(k, -1) for k in fingerprint(rows)]
+        get = (self.train if split == "train" else self.val).get
+        return [get(k, -1) for k in fingerprint(rows)]

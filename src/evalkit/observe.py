@@ -55,6 +55,13 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
     return None
 
 
+def _to_floats(values: list[torch.Tensor | None]) -> list[float | None]:
+    """Scalar tensors to floats with one device sync at most (CPU tensors convert directly)."""
+    on_device = [v for v in values if v is not None and v.device.type != "cpu"]
+    moved = iter(torch.stack([v.float().reshape(()) for v in on_device]).tolist()) if on_device else iter(())
+    return [None if v is None else float(v) if v.device.type == "cpu" else next(moved) for v in values]
+
+
 def resumed_step(optimizer: torch.optim.Optimizer) -> tuple[int, str]:
     """Optimizer steps already taken before this process's first one, read off the optimizer's own
     state (Adam-family keep a per-parameter step count) or else the schedulers' step counts. A resumed
@@ -149,7 +156,7 @@ class Observer:
 
     def _on_loss(self, module, args, output) -> None:
         if torch.is_grad_enabled() and isinstance(output, torch.Tensor) and output.numel() == 1:
-            self._micro_losses.append(output.detach().float())
+            self._micro_losses.append(output.detach())
 
     def _accumulate_val(self, module, out: torch.Tensor, ids: list[int], dtype: str) -> None:
         """Validation metrics from the outside: targets looked up by the recovered sample indices."""
@@ -186,7 +193,8 @@ class Observer:
             self.step, self._start_source = resumed_step(optimizer)
         grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else None
-        scale = next((s._scale for s in _SCALERS if s.is_enabled() and s._scale is not None), None)
+        scale = next((s._scale for s in _SCALERS if s.is_enabled() and s._scale is not None), None) \
+            if _SCALERS else None
         self._pre = {"lr": [g["lr"] for g in optimizer.param_groups], "norm": norm, "scale": scale,
                      "sched_steps": sum(max(0, s._step_count - 1) for s in _SCHEDULERS)}
 
@@ -200,16 +208,14 @@ class Observer:
             event.record()
             self._cuda_events.append(event)
         pre, losses = self._pre, self._micro_losses
-        scalars = [pre["norm"] if pre.get("norm") is not None else torch.tensor(float("nan"))]
-        scalars += [pre["scale"].float().reshape(()) if pre.get("scale") is not None else torch.tensor(float("nan"))]
-        values = torch.stack([s.detach().float().cpu().reshape(()) for s in scalars + losses]).tolist()
+        norm, scale, *loss_values = _to_floats([pre.get("norm"), pre.get("scale"), *losses])
         samples = sum(m["n"] for m in self._micro)
-        for micro, loss in zip(self._micro, values[2:]):
+        for micro, loss in zip(self._micro, loss_values):
             micro["loss"] = loss
         record = {"kind": "step", "step": self.step, "t": now, "wall": time.time(), "dt": now - self._t_prev,
                   "lr": pre.get("lr", [g["lr"] for g in optimizer.param_groups]),
-                  "grad_norm": values[0], "loss_scale": values[1],
-                  "loss": sum(values[2:]) / len(losses) if losses else None,
+                  "grad_norm": norm, "loss_scale": scale,
+                  "loss": sum(loss_values) / len(loss_values) if loss_values else None,
                   "micro_batches": len(self._micro), "loss_calls": len(losses), "samples": samples,
                   "sched_steps": pre.get("sched_steps", 0), "validated_before": self._val_in_interval}
         for micro in self._micro:
