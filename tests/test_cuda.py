@@ -1,0 +1,41 @@
+"""The CUDA path. CI has no GPU: these skip cleanly there, and `hardware=cuda` is refused with a reason."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import job_runs, run_evalkit
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_cuda_requested_without_a_gpu_is_refused_with_a_reason(workdir):
+    proc = run_evalkit(workdir, "hardware=cuda", "train.max_steps=2")
+    assert proc.returncode != 0
+    _, (run,) = job_runs(workdir)
+    assert run.info.status == "FAILED"
+    assert "no CUDA device" in run.data.tags["evalkit.failure_reason"]
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("precision,dtype", [("fp32", "float32"), ("bf16_mixed", "bfloat16"),
+                                             ("fp16_mixed", "float16")])
+def test_cuda_baseline_records_precision_and_device_memory(workdir, precision, dtype):
+    proc = run_evalkit(workdir, "hardware=cuda", f"precision={precision}", "train.max_steps=30")
+    assert proc.returncode == 0, proc.stderr
+    client, (run,) = job_runs(workdir)
+    assert run.data.tags["evalkit.observed_precision"] == dtype
+    assert "max_memory_allocated" in run.data.tags["evalkit.peak_mem_method"]
+    summary = open(client.download_artifacts(run.info.run_id, "evalkit/summary_rank0.json")).read()
+    assert "nvml_used_bytes" in summary
+    if precision == "fp16_mixed":
+        assert "train/loss_scale" in run.data.metrics
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices for NCCL DDP")
+def test_cuda_ddp_with_nccl(workdir):
+    proc = run_evalkit(workdir, "hardware=cuda", "distributed=ddp", "distributed.world_size=2", "train.max_steps=20")
+    assert proc.returncode == 0, proc.stderr
