@@ -46,22 +46,29 @@ def read_peak(device: torch.device, window_reset: bool) -> dict:
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
             "peak_mem_method": "torch.cuda.max_memory_allocated since warm-up end",
         })
-        out.update(nvml_memory(device.index or 0))
+        out.update(nvml_memory(device))
     else:
         out.update({"peak_mem_bytes": out["peak_rss_bytes"], "peak_mem_method": out["peak_rss_method"]})
     return out
 
 
-def nvml_memory(index: int) -> dict:
-    """Device memory in use according to NVML (the driver's view: every process, every allocator)."""
+def nvml_memory(device: torch.device) -> dict:
+    """Device memory in use according to NVML (the driver's view: every process, every allocator).
+
+    The device is matched by UUID, since CUDA and NVML may number devices differently."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            uuid = str(torch.cuda.get_device_properties(device).uuid)
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+            except pynvml.NVMLError:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
             info = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            return {"nvml_used_bytes": int(info.used), "nvml_total_bytes": int(info.total)}
+            return {"nvml_used_bytes": int(info.used), "nvml_total_bytes": int(info.total),
+                    "nvml_method": "nvmlDeviceGetMemoryInfo.used at the end of training (whole device)"}
         finally:
             pynvml.nvmlShutdown()
     except Exception as exc:  # noqa: BLE001 - NVML missing or failing is a reading, not an error
