@@ -6,6 +6,7 @@ and artifacts and ends the run FINISHED or FAILED with the reason.
 """
 from __future__ import annotations
 
+import glob
 import importlib.util
 import json
 import os
@@ -26,6 +27,8 @@ from evalkit.ship import Shipper
 from evalkit.spool import read_json
 from evalkit.worker import JOB_FILE
 
+RUN_FILE = "run.json"
+EXIT_CODES_FILE = "exit_codes.json"
 PARENT_RUN_ENV = "EVALKIT_PARENT_RUN_ID"
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"
 
@@ -76,11 +79,11 @@ def run_tags(cfg: DictConfig, sweep_id: str | None) -> dict[str, str]:
 
 
 class Controller:
-    def __init__(self, cfg: DictConfig, run_dir: str):
+    def __init__(self, cfg: DictConfig, run_dir: str, uri: str | None = None, run_id: str | None = None):
         self.cfg, self.run_dir = cfg, os.path.abspath(run_dir)
-        self.uri = tracking.resolve_uri(cfg.tracking.uri)
+        self.uri = uri or tracking.resolve_uri(cfg.tracking.uri)
         self.client = MlflowClient(self.uri)
-        self.run_id: str | None = None
+        self.run_id = run_id
         self.workers: WorkerGroup | None = None
 
     def start_run(self) -> str:
@@ -131,11 +134,27 @@ class Controller:
         world = self.cfg.distributed.world_size
         tracking.set_tags(self.client, self.run_id, {"evalkit.run_dir": self.run_dir,
                                                      "evalkit.checkpoint_dir": spec["ckpt_dir"]})
+        with open(os.path.join(self.run_dir, RUN_FILE), "w") as fh:
+            json.dump({"run_id": self.run_id, "tracking_uri": self.uri}, fh)
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
         self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr)
         codes = self._watch(shipper)
-        shipper.poll(final=True)
-        return self._finish(shipper, spool_dir, codes)
+        with open(os.path.join(self.run_dir, EXIT_CODES_FILE), "w") as fh:
+            json.dump(codes, fh)
+        return self.ship_and_finish(shipper, codes)
+
+    def ship_and_finish(self, shipper: Shipper, codes: list[int]) -> JobResult:
+        """Final shipping and the run's end; a tracking outage here loses nothing (the spool stays)."""
+        try:
+            shipper.poll(final=True)
+            if shipper.last_error:
+                raise RuntimeError(shipper.last_error)
+            return self._finish(shipper, os.path.join(self.run_dir, "spool"), codes)
+        except Exception as exc:  # noqa: BLE001 - any store failure means the same to the user
+            raise tracking.TrackingUnavailable(
+                f"the tracking store {self.uri} failed while recording run {self.run_id} "
+                f"({type(exc).__name__}: {str(exc)[:200]}); every record is kept in {self.run_dir}/spool: "
+                f"when the store answers again, run: evalkit-ship {self.run_dir}") from exc
 
     def _watch(self, shipper: Shipper) -> list[int]:
         interval, progress_every = self.cfg.tracking.flush_interval_s, self.cfg.tracking.progress_interval_s
@@ -176,7 +195,7 @@ class Controller:
         for name in ["effective_config.json", "versions.json"] + [f"summary_rank{r}.json" for r in range(world)]:
             if os.path.exists(os.path.join(spool_dir, name)):
                 client.log_artifact(run_id, os.path.join(spool_dir, name), "evalkit")
-        for path in self.workers.log_paths:
+        for path in sorted(glob.glob(os.path.join(self.run_dir, "worker_rank*.log"))):
             client.log_artifact(run_id, path, "logs")
         errors = [os.path.join(spool_dir, f"error_rank{r}.txt") for r in range(world)]
         errors = [p for p in errors if os.path.exists(p)]

@@ -39,7 +39,7 @@ def step_metrics(record: dict[str, Any]) -> list[Metric]:
 
 class Shipper:
     def __init__(self, client: MlflowClient, run_id: str, spool_dir: str, world_size: int,
-                 batch_size: int = 1000, metric_name: str = "metric"):
+                 batch_size: int = 1000, shipped_through: int = 0):
         self.client, self.run_id, self.batch_size = client, run_id, batch_size
         self.world_size = world_size
         self.tails = [SpoolTail(spool_dir, r) for r in range(world_size)]
@@ -49,6 +49,7 @@ class Shipper:
         self.params: list[dict] = []
         self._val_shipped: set[int] = set()
         self._queue: list[Metric] = []
+        self.shipped_through = shipped_through     # steps already in MLflow (re-shipping after an outage)
         self.sent = 0
         self.last_error: str | None = None
 
@@ -75,7 +76,8 @@ class Shipper:
             return
         elif kind == "step":
             self.steps.append(record)
-            self._queue.extend(step_metrics(record))
+            if record["step"] > self.shipped_through:
+                self._queue.extend(step_metrics(record))
         elif kind == "micro":
             self.micro.append(record)
         elif kind == "params":
@@ -85,11 +87,13 @@ class Shipper:
         for step, by_rank in sorted(self.val.items()):
             if step in self._val_shipped or (len(by_rank) < self.world_size and not final):
                 continue
+            self._val_shipped.add(step)
+            if step <= self.shipped_through and step > 0:
+                continue
             merged = merge_validation(list(by_rank.values()))
             if merged.get("value") is not None:
                 self._queue.append(metric(f"val/{merged['metric']}", merged["value"], step))
                 self._queue.append(metric("val/loss", merged["loss"], step))
-            self._val_shipped.add(step)
 
     def validation_rows(self) -> list[dict]:
         return [merge_validation(list(self.val[s].values())) | {"step": s} for s in sorted(self.val)]
