@@ -13,6 +13,8 @@ from omegaconf import DictConfig
 from evalkit import tracking
 from evalkit.job import PARENT_RUN_ENV, SWEEP_ID_ENV
 
+SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"   # set by a caller that wants to know the sweep id in advance
+
 
 class SweepCallback(Callback):
     def __init__(self) -> None:
@@ -25,7 +27,8 @@ class SweepCallback(Callback):
         uri = tracking.resolve_uri(config.tracking.uri)
         tracking.check_reachable(uri)
         self.client = MlflowClient(uri)
-        sweep_id = f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
+        sweep_id = os.environ.get(SWEEP_NAME_ENV) or \
+            f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
         tags = {"evalkit.role": "sweep", "evalkit.sweep_id": sweep_id,
                 "evalkit.sweep_dir": os.path.abspath(config.hydra.sweep.dir),
                 "evalkit.overrides": " ".join(config.hydra.overrides.task)[:5000]}
