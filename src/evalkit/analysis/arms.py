@@ -1,0 +1,106 @@
+"""Arms: all runs of one adapter and mode at one caliber and task, over seeds and repeats."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from evalkit.analysis.records import RunRecord
+
+BASELINE = "baseline"
+
+
+class ArmKey(NamedTuple):
+    task: str
+    caliber: str
+    trainer: str
+    mode: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.trainer}/{self.mode}"
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.trainer == BASELINE
+
+
+@dataclass
+class Arm:
+    key: ArmKey
+    runs: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def jobs(self) -> list[RunRecord]:
+        return [r for r in self.runs if r.role == "job"]
+
+    @property
+    def finished(self) -> list[RunRecord]:
+        return [r for r in self.jobs if r.finished]
+
+    @property
+    def broken(self) -> list[RunRecord]:
+        return [r for r in self.jobs if r.broken]
+
+    @property
+    def unfinished(self) -> list[RunRecord]:
+        return [r for r in self.jobs if not r.finished and not r.broken]
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted({r.seed for r in self.finished if r.seed is not None})
+
+    def first(self) -> RunRecord | None:
+        return (self.finished or self.jobs or self.runs or [None])[0]
+
+    def samples(self, metric: str) -> "Samples":
+        """Final values of `metric` over finished job runs, with their seed and repeat."""
+        rows = [
+            (r.seed if r.seed is not None else -1 - i, r.repeat, r.metrics[metric])
+            for i, r in enumerate(self.finished)
+            if metric in r.metrics and np.isfinite(r.metrics[metric])
+        ]
+        seeds, repeats, values = zip(*rows) if rows else ((), (), ())
+        return Samples(np.array(seeds, int), np.array(repeats, int), np.array(values, float))
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Per-run values of one metric in one arm; a run without a seed tag gets a unique negative id."""
+
+    seeds: np.ndarray
+    repeats: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def per_seed(self, transform=np.log) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted unique seeds, mean of transform(value) over each seed's repeats)."""
+        seeds, inverse = np.unique(self.seeds, return_inverse=True)
+        sums = np.bincount(inverse, weights=transform(self.values), minlength=len(seeds))
+        return seeds, sums / np.bincount(inverse, minlength=len(seeds))
+
+
+def group_arms(records: list[RunRecord]) -> dict[ArmKey, Arm]:
+    arms: dict[ArmKey, Arm] = {}
+    for record in records:
+        key = ArmKey(record.task, record.caliber, record.trainer, record.mode)
+        arms.setdefault(key, Arm(key)).runs.append(record)
+    return dict(sorted(arms.items()))
+
+
+def baseline_for(key: ArmKey, arms: dict[ArmKey, Arm]) -> Arm | None:
+    """The baseline arm of the same task and caliber: same mode first, then `aligned`, then any."""
+    candidates = [a for k, a in arms.items()
+                  if k.is_baseline and (k.task, k.caliber) == (key.task, key.caliber) and a.finished]
+    for preferred in (key.mode, "aligned"):
+        for arm in candidates:
+            if arm.key.mode == preferred:
+                return arm
+    return candidates[0] if candidates else None
+
+
+def wrapper_arms(arms: dict[ArmKey, Arm]) -> list[Arm]:
+    return [a for k, a in arms.items() if not k.is_baseline]

@@ -1,0 +1,121 @@
+"""The analyzer's view of one stored training job: tags, final metrics and its step/val curves.
+
+This is the read side of the contract with the training core: tag names, metric names and the CSV
+artifacts it writes. Nothing here talks to MLflow; `store.py` fills these records.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TAG = "evalkit."
+FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
+BROKEN_STATUSES = (FAILED, KILLED)
+
+Curves = dict[str, np.ndarray]  # CSV column name -> values, all of one length
+
+
+@dataclass
+class RunRecord:
+    """One MLflow run as the analyzer needs it; `steps`/`val` hold the CSV records once loaded."""
+
+    run_id: str
+    status: str
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    artifact_uri: str = ""
+    steps: Curves = field(default_factory=dict)
+    val: Curves = field(default_factory=dict)
+
+    def tag(self, name: str, default: str = "") -> str:
+        return self.tags.get(TAG + name, default)
+
+    @property
+    def role(self) -> str:
+        return self.tag("role")
+
+    @property
+    def trainer(self) -> str:
+        return self.tag("trainer", "?")
+
+    @property
+    def mode(self) -> str:
+        return self.tag("mode", "aligned")
+
+    @property
+    def task(self) -> str:
+        return self.tag("task", "?")
+
+    @property
+    def caliber(self) -> str:
+        return self.tag("caliber", "?")
+
+    @property
+    def seed(self) -> int | None:
+        return _int_or_none(self.tag("seed"))
+
+    @property
+    def repeat(self) -> int:
+        return _int_or_none(self.tag("repeat")) or 0
+
+    @property
+    def finished(self) -> bool:
+        return self.status == FINISHED
+
+    @property
+    def broken(self) -> bool:
+        """Failed or killed: the functional dimension counts it against the wrapper."""
+        return self.status in BROKEN_STATUSES
+
+    @property
+    def failure_reason(self) -> str:
+        return self.tag("failure_reason") or f"run ended {self.status}"
+
+    @property
+    def val_metric(self) -> str:
+        return self.tag("val_metric", "loss")
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.tag("val_metric_higher_is_better", "false").lower() == "true"
+
+    @property
+    def margin(self) -> float | None:
+        return _float_or_none(self.tag("val_metric_margin"))
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float_or_none(text: str) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_csv(text: str, wanted: tuple[str, ...] | None = None) -> Curves:
+    """Columns of a records CSV with a header row: the `wanted` ones that exist, or all.
+
+    The fast path is numpy's C reader on the chosen columns only, so text or empty cells in other
+    columns (the training core writes booleans and blanks) cost nothing. A chosen column with
+    text or blanks falls back to a slower reader and reads as NaN there.
+    """
+    header, _, body = text.strip().partition("\n")
+    if not header:
+        return {}
+    names = [name.strip() for name in header.split(",")]
+    index = [i for i, name in enumerate(names) if wanted is None or name in wanted]
+    if not body.strip():
+        return {names[i]: np.empty(0) for i in index}
+    try:
+        table = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2, usecols=index)
+    except ValueError:
+        table = np.genfromtxt(io.StringIO(body), delimiter=",", usecols=index, ndmin=2)
+    return {names[i]: table[:, j] for j, i in enumerate(index)}

@@ -1,0 +1,160 @@
+"""Reading evalkit job runs back from MLflow: one paged search, then the CSV records in bulk.
+
+Curves come from the `records/*.csv` artifacts, never from per-metric history calls. A local
+artifact store (the embedded SQLite default) is read in place; any other store is downloaded with
+a thread pool.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from evalkit.analysis.records import RunRecord, parse_csv
+
+STEPS_CSV = "records/steps_rank0.csv"
+VAL_CSV = "records/val_rank0.csv"
+STEP_COLUMNS = ("step", "loss", "lr", "grad_norm", "step_time_s")  # what curves and plots use
+VAL_COLUMNS = None  # all: the metric's column is named after the metric
+PAGE_SIZE = 1000
+READ_ROLES = ("job", "probe")
+
+
+class StoreError(Exception):
+    """Bad input on the store side: unreachable URI, unknown experiment, nothing to analyse."""
+
+
+def default_tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def connect(tracking_uri: str):
+    """An MlflowClient for `tracking_uri`; refuses a SQLite file that does not exist (MLflow would
+    silently create an empty store) and fails fast on an unreachable server."""
+    if tracking_uri.startswith(("http://", "https://")):  # MLflow's default retries take minutes
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    if tracking_uri.startswith("sqlite:///"):
+        path = Path(tracking_uri[len("sqlite:///"):])
+        if not path.is_file():
+            raise StoreError(f"no MLflow store at {path} (tracking URI {tracking_uri})")
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(tracking_uri=tracking_uri)
+    except Exception as exc:  # MLflow raises many types for a bad URI
+        raise StoreError(f"cannot open tracking URI {tracking_uri}: {exc}") from exc
+
+
+def experiment_id(client, name: str) -> str:
+    try:
+        experiment = client.get_experiment_by_name(name)
+    except Exception as exc:
+        raise StoreError(f"tracking URI unreachable ({client.tracking_uri}): {exc}") from exc
+    if experiment is None:
+        raise StoreError(f"unknown experiment {name!r} at {client.tracking_uri}")
+    return experiment.experiment_id
+
+
+def run_filter(role: str, sweep_id: str | None = None, parent_run_id: str | None = None) -> str:
+    clauses = [f"tags.\"evalkit.role\" = '{role}'"]
+    if sweep_id:
+        clauses.append(f"tags.\"evalkit.sweep_id\" = '{_quote(sweep_id)}'")
+    if parent_run_id:
+        clauses.append(f"tags.\"mlflow.parentRunId\" = '{_quote(parent_run_id)}'")
+    return " AND ".join(clauses)
+
+
+def _quote(value: str) -> str:
+    return value.replace("'", "\\'")
+
+
+def search_records(
+    client, exp_id: str, sweep_id: str | None = None, parent_run_id: str | None = None,
+    page_size: int = PAGE_SIZE,
+) -> list[RunRecord]:
+    """Every active job (and probe) run matching the filters, paging through all results."""
+    records: list[RunRecord] = []
+    for role in READ_ROLES:
+        token = None
+        while True:
+            page = client.search_runs(
+                [exp_id], run_filter(role, sweep_id, parent_run_id),
+                max_results=page_size, page_token=token,
+            )
+            records.extend(_record(run) for run in page)
+            token = page.token
+            if not token:
+                break
+    return records
+
+
+def _record(run) -> RunRecord:
+    return RunRecord(
+        run.info.run_id, run.info.status, dict(run.data.tags), dict(run.data.metrics),
+        artifact_uri=run.info.artifact_uri or "",
+    )
+
+
+def load_curves(client, records: list[RunRecord], workers: int = 8) -> None:
+    """Fill `steps` and `val` of every record from its CSV artifacts (missing files stay empty)."""
+    if not records:
+        return
+    with tempfile.TemporaryDirectory(prefix="evalkit-verdict-") as scratch:
+        def load(record: RunRecord) -> None:
+            folder = _records_folder(client, record, scratch)
+            if folder is not None:
+                record.steps = _read(folder / Path(STEPS_CSV).name, STEP_COLUMNS)
+                record.val = _read(folder / Path(VAL_CSV).name, VAL_COLUMNS)
+
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            list(pool.map(load, records))
+
+
+def _records_folder(client, record: RunRecord, scratch: str) -> Path | None:
+    local = _local_path(record.artifact_uri)
+    if local is not None:
+        return local / "records"
+    try:
+        dst = Path(scratch) / record.run_id
+        dst.mkdir()
+        return Path(client.download_artifacts(record.run_id, "records", str(dst)))
+    except Exception:  # no records logged (e.g. a run that failed at start-up)
+        return None
+
+
+def _local_path(artifact_uri: str) -> Path | None:
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "" and artifact_uri:
+        return Path(artifact_uri)
+    return None
+
+
+def _read(path: Path, wanted):
+    try:
+        return parse_csv(path.read_text(), wanted)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+
+
+def read_runs(
+    tracking_uri: str, experiment: str, sweep_id: str | None = None,
+    parent_run_id: str | None = None, workers: int = 8,
+) -> tuple[object, str, list[RunRecord]]:
+    """(client, experiment id, records with curves) for the verdict; StoreError on bad input."""
+    client = connect(tracking_uri)
+    exp_id = experiment_id(client, experiment)
+    try:
+        records = search_records(client, exp_id, sweep_id, parent_run_id)
+    except Exception as exc:
+        raise StoreError(f"searching runs failed: {exc}") from exc
+    if not any(r.role == "job" for r in records):
+        scope = f" for sweep {sweep_id}" if sweep_id else ""
+        scope += f" under parent run {parent_run_id}" if parent_run_id else ""
+        raise StoreError(f"no evalkit job runs in experiment {experiment!r}{scope}")
+    load_curves(client, records, workers)
+    return client, exp_id, records

@@ -1,0 +1,121 @@
+"""The verdict as a pure function of stored run records: one row per wrapper arm, seven dimensions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evalkit.analysis.arms import Arm, ArmKey, baseline_for, group_arms, wrapper_arms
+from evalkit.analysis.compare import (EQUIVALENCE, Budget, Comparison, MetricSpec, adjust,
+                                      compare_budget, compare_metric)
+from evalkit.analysis.curves import first_divergence, seed_curves
+from evalkit.analysis.records import RunRecord
+from evalkit.verdict.checks import evidence_warnings
+from evalkit.verdict.dimensions import (DIMENSIONS, DimensionResult, judge_consistency,
+                                        judge_functional, judge_performance, judge_probe)
+from evalkit.verdict.scenarios import Standing, load_scenarios, rank
+
+THROUGHPUT, MEMORY = "perf/samples_per_s", "perf/peak_mem_bytes"
+
+
+@dataclass
+class VerdictOptions:
+    alpha: float = 0.05
+    default_margin: float = 0.01
+    margins: dict[str, float] = field(default_factory=dict)  # "metric" or "task:metric" -> margin
+    throughput_min: float = 0.9
+    memory_max: float = 1.1
+    min_seeds: int = 3
+    cv_warn: float = 0.10
+    curve_column: str = "loss"
+    curve_confidence: float = 0.99
+    curve_min_run: int = 3
+    curve_rtol: float = 1e-4          # band floor: relative differences below this never count
+    scenario: str = "balanced"
+    scenarios: dict[str, dict[str, float]] = field(default_factory=load_scenarios)
+
+    def margin_for(self, task: str, metric: str, tagged: float | None) -> float:
+        """Command-line override for task:metric, then for metric, then the run's tag, then default."""
+        for key in (f"{task}:{metric}", metric):
+            if key in self.margins:
+                return self.margins[key]
+        return tagged if tagged and tagged > 0 else self.default_margin
+
+
+@dataclass
+class Row:
+    key: ArmKey
+    baseline: ArmKey | None
+    n_jobs: int
+    n_finished: int
+    dimensions: dict[str, DimensionResult]
+    comparisons: list[Comparison]
+    divergence_step: int | None
+
+
+@dataclass
+class Verdict:
+    rows: list[Row]
+    arms: dict[ArmKey, Arm]
+    warnings: list[str]
+    standings: list[Standing]
+    options: VerdictOptions
+
+
+def row_label(key: ArmKey) -> str:
+    return f"{key.trainer}/{key.mode} @ {key.task} [{key.caliber}]"
+
+
+def metric_spec(arm: Arm, options: VerdictOptions) -> MetricSpec | None:
+    first = arm.first()
+    if first is None:
+        return None
+    margin = options.margin_for(arm.key.task, first.val_metric, first.margin)
+    return MetricSpec(f"val/{first.val_metric}", first.higher_is_better, margin)
+
+
+def _metric_key(arm: Arm, options: VerdictOptions) -> str:
+    spec = metric_spec(arm, options)
+    return spec.key if spec else "val/loss"
+
+
+def build_verdict(records: list[RunRecord], options: VerdictOptions | None = None) -> Verdict:
+    options = options or VerdictOptions()
+    arms = group_arms(records)
+    budgets = [Budget(THROUGHPUT, "throughput", options.throughput_min, True),
+               Budget(MEMORY, "peak memory", options.memory_max, False)]
+    pending = [_compare(arm, baseline_for(arm.key, arms), budgets, options) for arm in wrapper_arms(arms)]
+    adjust([c for _, _, comps, _ in pending for c in comps], options.alpha)
+    rows = [_row(arm, base, comps, why, options) for arm, base, comps, why in pending]
+    warnings = evidence_warnings(arms, lambda a: _metric_key(a, options), options.min_seeds, options.cv_warn)
+    return Verdict(rows, arms, warnings, _standings(rows, options), options)
+
+
+def _compare(arm: Arm, base: Arm | None, budgets, options: VerdictOptions):
+    """(arm, baseline, comparisons, why-none): comparisons are adjusted later, all together."""
+    if base is None:
+        return arm, None, [], "no baseline at this caliber"
+    if not arm.finished:
+        return arm, base, [], "no finished runs"
+    spec = metric_spec(arm, options)
+    comps = [compare_metric(arm, base, spec, options.alpha)]
+    comps += [compare_budget(arm, base, b, options.alpha) for b in budgets]
+    found = [c for c in comps if c is not None]
+    return arm, base, found, "" if found else f"no {spec.key} values"
+
+
+def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, options: VerdictOptions) -> Row:
+    divergence = None
+    if base is not None and arm.finished:
+        column = options.curve_column
+        divergence = first_divergence(seed_curves(arm.finished, column), seed_curves(base.finished, column),
+                                      options.curve_confidence, options.curve_min_run, options.curve_rtol)
+    consistency = [c for c in comps if c.kind == EQUIVALENCE]
+    dims = {d: judge_probe(arm, d) for d in DIMENSIONS}
+    dims["functional"] = judge_functional(arm)
+    dims["consistency"] = judge_consistency(consistency, divergence, why_not or "no final validation values")
+    dims["performance"] = judge_performance(comps, why_not)
+    return Row(arm.key, base.key if base else None, len(arm.jobs), len(arm.finished), dims, comps, divergence)
+
+
+def _standings(rows: list[Row], options: VerdictOptions) -> list[Standing]:
+    weights = options.scenarios[options.scenario]
+    return rank({row_label(r.key): {d: res.status for d, res in r.dimensions.items()} for r in rows}, weights)

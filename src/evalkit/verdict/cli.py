@@ -1,0 +1,157 @@
+"""`evalkit-verdict`: judge every wrapper arm of an experiment against its baseline arm.
+
+    evalkit-verdict --tracking-uri sqlite:///mlflow.db --experiment evalkit --sweep-id S \\
+        --out verdict/ --scenario platform --fail-on functional,consistency --wrappers lightning
+
+Prints the per-dimension table, the scenario ranking and the reason for every fail; writes the
+report (markdown, self-contained HTML, JSON) to --out and logs it as a new `evalkit.role=verdict`
+run of the same experiment. Exit codes: 0 ok, 2 bad input (one message), 3 a --fail-on dimension
+failed for a gated wrapper.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE = 0, 2, 3
+
+
+class BadInput(Exception):
+    pass
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evalkit-verdict", description=__doc__.split("\n\n")[0])
+    p.add_argument("--tracking-uri",
+                   help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///<cwd>/mlflow.db)")
+    p.add_argument("--experiment", default="evalkit", help="experiment name (default: evalkit)")
+    p.add_argument("--sweep-id", help="only runs tagged evalkit.sweep_id = this")
+    p.add_argument("--parent-run-id", help="only child runs of this sweep parent run")
+    p.add_argument("--out", type=Path, help="also write verdict.md, verdict.html, verdict.json, plots/ here")
+    p.add_argument("--scenario", default="balanced",
+                   help="weights of the overall ranking: balanced, research, platform, or one from --scenarios-file")
+    p.add_argument("--scenarios-file", type=Path, help="YAML/JSON: scenario -> {dimension: weight}")
+    p.add_argument("--fail-on", default="", metavar="DIM[,DIM]",
+                   help="exit 3 when one of these dimensions fails (inconclusive and not run do not)")
+    p.add_argument("--wrappers", default="", metavar="A[,B]",
+                   help="gate only these wrappers (trainer or trainer/mode)")
+    p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm) (default: 0.05)")
+    p.add_argument("--margin", action="append", default=[], metavar="[TASK:]METRIC=REL",
+                   help="equivalence margin override, e.g. mse=0.02 or tiny_lm:perplexity=0.005 (repeatable)")
+    p.add_argument("--throughput-min", type=float, default=0.9, help="budget: wrapper/baseline throughput >= this")
+    p.add_argument("--memory-max", type=float, default=1.1, help="budget: wrapper/baseline peak memory <= this")
+    p.add_argument("--min-seeds", type=int, default=3, help="warn below this many seeds per arm")
+    p.add_argument("--workers", type=int, default=8, help="parallel artifact readers")
+    p.add_argument("--no-log", action="store_true", help="do not create the MLflow verdict run")
+    p.add_argument("--no-plots", action="store_true", help="report without plots (faster)")
+    return p
+
+
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _margins(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            out[key.strip().removeprefix("val/")] = float(value)
+        except ValueError:
+            raise BadInput(f"--margin {item!r}: expected [TASK:]METRIC=REL, e.g. mse=0.02") from None
+        if out[key.strip().removeprefix("val/")] <= 0 or not key.strip():
+            raise BadInput(f"--margin {item!r}: the margin must be a positive relative value")
+    return out
+
+
+def options_from(args):
+    from evalkit.verdict.build import VerdictOptions
+    from evalkit.verdict.dimensions import DIMENSIONS
+    from evalkit.verdict.scenarios import ScenarioError, load_scenarios
+
+    unknown = set(_split(args.fail_on)) - set(DIMENSIONS)
+    if unknown:
+        raise BadInput(f"--fail-on: unknown dimension(s) {sorted(unknown)}; choose from {', '.join(DIMENSIONS)}")
+    if not 0 < args.alpha < 0.5:
+        raise BadInput(f"--alpha must lie in (0, 0.5), got {args.alpha}")
+    try:
+        scenarios = load_scenarios(args.scenarios_file)
+    except (ScenarioError, ValueError) as exc:
+        raise BadInput(str(exc)) from None
+    if args.scenario not in scenarios:
+        raise BadInput(f"--scenario {args.scenario!r} unknown; choose from {', '.join(sorted(scenarios))}")
+    return VerdictOptions(alpha=args.alpha, margins=_margins(args.margin), throughput_min=args.throughput_min,
+                          memory_max=args.memory_max, min_seeds=args.min_seeds, scenario=args.scenario,
+                          scenarios=scenarios)
+
+
+def gate(verdict, fail_on: list[str], wrappers: list[str]) -> list[str]:
+    """Failures that make the exit code 3: '<arm>: <dimension>' for gated wrappers and dimensions."""
+    from evalkit.verdict.build import row_label
+
+    names = {r.key.trainer for r in verdict.rows} | {r.key.label for r in verdict.rows}
+    missing = [w for w in wrappers if w not in names]
+    if missing:
+        raise BadInput(f"--wrappers: no arm for {missing}; present: {', '.join(sorted(names))}")
+    chosen = [r for r in verdict.rows if not wrappers or r.key.trainer in wrappers or r.key.label in wrappers]
+    unjudged = sorted({d for r in chosen for d in fail_on if r.dimensions[d].status in ("not run", "inconclusive")})
+    if unjudged:
+        print(f"note: --fail-on {', '.join(unjudged)}: not run or inconclusive for some gated arms; "
+              "that does not fail the gate", file=sys.stderr)
+    return [f"{row_label(r.key)}: {d}" for r in chosen for d in fail_on if r.dimensions[d].status == "fail"]
+
+
+def run(args) -> int:
+    from evalkit.analysis.store import default_tracking_uri, read_runs
+    from evalkit.verdict.build import build_verdict
+    from evalkit.verdict.table import terminal_report
+
+    options = options_from(args)
+    uri = args.tracking_uri or default_tracking_uri()
+    started = time.perf_counter()
+    client, exp_id, records = read_runs(uri, args.experiment, args.sweep_id, args.parent_run_id, args.workers)
+    read_s = time.perf_counter() - started
+    verdict = build_verdict(records, options)
+    failures = gate(verdict, _split(args.fail_on), _split(args.wrappers))
+    print(terminal_report(verdict))
+    print(f"\n[{len(records)} runs read in {read_s:.1f} s, verdict in {time.perf_counter() - started - read_s:.1f} s]",
+          file=sys.stderr)
+    inputs = {"tracking_uri": uri, "experiment": args.experiment, "sweep_id": args.sweep_id,
+              "parent_run_id": args.parent_run_id, "runs": len(records), "alpha": options.alpha}
+    if args.out or not args.no_log:
+        from evalkit.verdict.publish import log_verdict_run, render_report  # matplotlib: only when needed
+
+        files = render_report(verdict, inputs, with_plots=not args.no_plots)
+        if args.out:
+            files.write(args.out)
+            print(f"report written to {args.out}/verdict.html", file=sys.stderr)
+        if not args.no_log:
+            run_id = log_verdict_run(client, exp_id, files, verdict, inputs)
+            print(f"verdict logged as MLflow run {run_id}", file=sys.stderr)
+    if failures:
+        print("\nCI gate failed (--fail-on):\n" + "\n".join(f"  - {f}" for f in failures), file=sys.stderr)
+        return EXIT_GATE
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per run otherwise
+    from evalkit.analysis.store import StoreError
+
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2), as a return code for callers
+        return int(exc.code or 0)
+    try:
+        return run(args)
+    except (BadInput, StoreError) as exc:
+        print(f"evalkit-verdict: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The seven dimensions of the selection guide, judged for one wrapper arm from stored evidence.
+
+functional: run status (any failed or killed job fails it), plus `probe/functional/pass` when logged.
+consistency: equivalence of the final validation metric (and the loss curve's divergence step).
+performance: throughput and peak-memory ratios against the overhead budget.
+semantics, stability, customization, maintenance: generic `probe/<dim>/pass` metrics (1 / 0) on the
+arm's runs, with an optional tag `evalkit.probe.<dim>.reason`; "not run" until a probe logs them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from evalkit.analysis.arms import Arm
+from evalkit.analysis.compare import BUDGET, OUTSIDE, WITHIN, Comparison
+from evalkit.analysis.stats import DEVIATION, EQUIVALENT
+
+DIMENSIONS = ("functional", "semantics", "consistency", "performance",
+              "stability", "customization", "maintenance")
+PASS, FAIL, INCONCLUSIVE, NOT_RUN = "pass", "fail", "inconclusive", "not run"
+BUDGET_LABELS = {"perf/samples_per_s": "thr", "perf/peak_mem_bytes": "mem"}
+
+
+@dataclass
+class DimensionResult:
+    status: str
+    figure: str = ""
+    reasons: list[str] = field(default_factory=list)
+
+    def cell(self) -> str:
+        return f"{self.status} ({self.figure})" if self.figure else self.status
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "figure": self.figure, "reasons": list(self.reasons)}
+
+
+def judge_functional(arm: Arm) -> DimensionResult:
+    jobs, broken = arm.jobs, arm.broken
+    probe = judge_probe(arm, "functional")
+    if not jobs:  # an arm seen only through probe runs
+        return probe
+    if broken:
+        return DimensionResult(FAIL, f"{len(broken)}/{len(jobs)} runs failed", _broken_reasons(broken) + probe.reasons)
+    if not arm.finished:
+        return DimensionResult(INCONCLUSIVE, f"0/{len(jobs)} runs finished")
+    figure = f"{len(arm.finished)}/{len(jobs)} runs ok"
+    if probe.status == FAIL:
+        return DimensionResult(FAIL, figure + ", probe failed", probe.reasons)
+    return DimensionResult(PASS, figure)
+
+
+def _broken_reasons(broken) -> list[str]:
+    """One line per distinct failure: which runs (id, seed/repeat) ended how, and why."""
+    by_reason: dict[tuple[str, str], list] = {}
+    for r in broken:
+        by_reason.setdefault((r.status, r.failure_reason), []).append(r)
+    lines = []
+    for (status, reason), runs in by_reason.items():
+        which = ", ".join(f"{r.run_id[:8]} (seed {r.seed}/repeat {r.repeat})" for r in runs[:5])
+        more = f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+        lines.append(f"{len(runs)} run(s) {status}: {reason} [{which}{more}]")
+    return lines
+
+
+def judge_probe(arm: Arm, dim: str) -> DimensionResult:
+    key = f"probe/{dim}/pass"
+    runs = [r for r in arm.runs if key in r.metrics]
+    if not runs:
+        return DimensionResult(NOT_RUN)
+    failed = [r for r in runs if r.metrics[key] < 0.5]
+    figure = f"{len(runs) - len(failed)}/{len(runs)} probes pass"
+    if not failed:
+        return DimensionResult(PASS, figure)
+    return DimensionResult(FAIL, figure, [_probe_reason(r, dim) for r in failed])
+
+
+def _probe_reason(run, dim: str) -> str:
+    prefix = f"probe/{dim}/"
+    figures = ", ".join(f"{k[len(prefix):]}={v:g}" for k, v in sorted(run.metrics.items())
+                        if k.startswith(prefix) and k != prefix + "pass")
+    why = run.tags.get(f"evalkit.probe.{dim}.reason", "")
+    parts = [p for p in (why, figures) if p]
+    return f"{dim} probe failed in run {run.run_id[:8]} (seed {run.seed})" + (": " + "; ".join(parts) if parts else "")
+
+
+def judge_consistency(comparisons: list[Comparison], divergence: int | None, why_not: str = "") -> DimensionResult:
+    """Fail on any systematic deviation, pass when every metric is shown equivalent. The loss
+    curve's divergence step is reported beside the decision, which rests on the final metric."""
+    if not comparisons:
+        return DimensionResult(NOT_RUN, why_not)
+    curve = f"; loss leaves band @{divergence}" if divergence is not None else ""
+    deviating = [c for c in comparisons if c.outcome == DEVIATION]
+    if deviating:
+        return DimensionResult(FAIL, delta_figure(deviating[0]) + curve,
+                               [consistency_reason(c) + curve.replace(";", ",") for c in deviating])
+    if all(c.outcome == EQUIVALENT for c in comparisons):
+        return DimensionResult(PASS, delta_figure(comparisons[0]) + curve)
+    undecided = next(c for c in comparisons if c.outcome != EQUIVALENT)
+    return DimensionResult(INCONCLUSIVE, delta_figure(undecided) + "; " + need_text(undecided) + curve)
+
+
+def judge_performance(comparisons: list[Comparison], why_not: str = "") -> DimensionResult:
+    """Fail when a ratio is significantly outside its budget, pass when all are shown inside."""
+    budgets = [c for c in comparisons if c.kind == BUDGET]
+    if not budgets:
+        return DimensionResult(NOT_RUN, why_not or "no throughput or memory summaries")
+    figure = ", ".join(budget_figure(c, with_interval=i == 0) for i, c in enumerate(budgets))
+    outside = [c for c in budgets if c.outcome == OUTSIDE]
+    if outside:
+        return DimensionResult(FAIL, figure, [budget_reason(c) for c in outside])
+    if all(c.outcome == WITHIN for c in budgets):
+        return DimensionResult(PASS, figure)
+    undecided = next(c for c in budgets if c.outcome != WITHIN)
+    return DimensionResult(INCONCLUSIVE, figure + "; " + need_text(undecided))
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:+.1f}" if math.isfinite(x) else "?"
+
+
+def delta_figure(c: Comparison) -> str:
+    if not (math.isfinite(c.ratio_low) and math.isfinite(c.ratio_high)):
+        return f"Δ{pct(c.delta)}%, no interval"
+    return f"Δ{pct(c.delta)}% [{pct(c.ratio_low - 1)},{pct(c.ratio_high - 1)}]"
+
+
+def ratio_text(x: float) -> str:
+    return f"{x:.2f}" if math.isfinite(x) else "?"
+
+
+def budget_figure(c: Comparison, with_interval: bool = True) -> str:
+    label = BUDGET_LABELS.get(c.metric, c.metric)
+    finite = math.isfinite(c.ratio_low) and math.isfinite(c.ratio_high)
+    interval = f" [{ratio_text(c.ratio_low)},{ratio_text(c.ratio_high)}]" if with_interval and finite else ""
+    return f"{label} {ratio_text(c.ratio)}x{interval}"
+
+
+def need_text(c: Comparison) -> str:
+    if c.n < 2 or not math.isfinite(c.unit_sd):
+        return "need >= 2 seeds per arm to measure noise"
+    if c.seeds_needed is None:
+        return "undecidable at this spread (>1000 seeds)"
+    return f"need ~{c.seeds_needed} seeds per arm"
+
+
+def consistency_reason(c: Comparison) -> str:
+    worse = (c.delta < 0) == c.higher_is_better
+    sides = "paired over %d seeds" % c.n if c.paired else "unpaired, %d+ seeds per arm" % c.n
+    noise = (f"seed noise: wrapper {_sd_pct(c.noise_wrapper.seed_sd)}, "
+             f"baseline {_sd_pct(c.noise_baseline.seed_sd)}")
+    return (f"{c.metric} systematically {'worse' if worse else 'better'}: {delta_figure(c)} "
+            f"beyond the ±{100 * c.margin:.1f}% margin (Holm-adjusted p={c.p_bad_adj:.2g}, {sides}; {noise})")
+
+
+def budget_reason(c: Comparison) -> str:
+    label = "throughput" if c.higher_is_better else "peak memory"
+    limit = math.exp(c.bound)
+    side = ">=" if c.higher_is_better else "<="
+    return (f"{label} ratio {ratio_text(c.ratio)}x [{ratio_text(c.ratio_low)},{ratio_text(c.ratio_high)}] "
+            f"significantly outside the budget {side} {limit:.2f}x (Holm-adjusted p={c.p_bad_adj:.2g})")
+
+
+def _sd_pct(sd: float) -> str:
+    return f"{100 * sd:.2f}%" if math.isfinite(sd) else "n/a"

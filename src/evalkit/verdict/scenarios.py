@@ -1,0 +1,93 @@
+"""Scenario weights and the overall ranking they give, shown beside the per-dimension table.
+
+Weights come from config: the built-in defaults below, then `evalkit/conf/verdict/scenarios.yaml`
+when the package ships one, then a user file (`--scenarios-file`, YAML or JSON) mapping
+scenario name -> {dimension: weight}. A dimension that is not run is left out of the score; the
+coverage says which share of the scenario's weight was actually measured.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit.verdict.dimensions import DIMENSIONS, FAIL, INCONCLUSIVE, NOT_RUN, PASS
+
+DEFAULT_SCENARIOS: dict[str, dict[str, float]] = {
+    "balanced": {d: 1.0 for d in DIMENSIONS},
+    # Research prototypes change training logic all the time: customisation cost weighs most.
+    "research": {"functional": 1.0, "semantics": 1.0, "consistency": 1.5, "performance": 1.0,
+                 "stability": 0.5, "customization": 3.0, "maintenance": 0.5},
+    # Long-running platforms live with the wrapper for years: maintenance and stability weigh most.
+    "platform": {"functional": 1.5, "semantics": 1.0, "consistency": 1.5, "performance": 1.0,
+                 "stability": 3.0, "customization": 0.5, "maintenance": 3.0},
+}
+STATUS_SCORE = {PASS: 1.0, INCONCLUSIVE: 0.5, FAIL: 0.0}
+PACKAGE_FILE = Path(__file__).resolve().parent.parent / "conf" / "verdict" / "scenarios.yaml"
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+def load_scenarios(path: str | Path | None = None) -> dict[str, dict[str, float]]:
+    """Defaults, overridden by the packaged config file and then by `path` (scenario by scenario)."""
+    scenarios = {name: dict(w) for name, w in DEFAULT_SCENARIOS.items()}
+    for source in (PACKAGE_FILE if PACKAGE_FILE.is_file() else None, path):
+        if source is not None:
+            scenarios.update(_read(Path(source)))
+    return scenarios
+
+
+def _read(path: Path) -> dict[str, dict[str, float]]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenarios file {path}: {exc}") from exc
+    if path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        import yaml
+
+        data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: expected a mapping scenario -> {{dimension: weight}}")
+    return {str(name): _weights(name, weights, path) for name, weights in data.items()}
+
+
+def _weights(name, weights, path) -> dict[str, float]:
+    if not isinstance(weights, dict):
+        raise ScenarioError(f"{path}: scenario {name!r} must map dimensions to weights")
+    unknown = set(weights) - set(DIMENSIONS)
+    if unknown:
+        raise ScenarioError(f"{path}: scenario {name!r} names unknown dimensions {sorted(unknown)}")
+    out = {d: float(weights.get(d, 0.0)) for d in DIMENSIONS}
+    if any(w < 0 for w in out.values()) or not any(out.values()):
+        raise ScenarioError(f"{path}: scenario {name!r} needs non-negative weights, not all zero")
+    return out
+
+
+@dataclass(frozen=True)
+class Standing:
+    label: str
+    score: float       # weighted mean of pass=1, inconclusive=0.5, fail=0 over dimensions run
+    coverage: float    # share of the scenario's weight carried by dimensions that were run
+    fails: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "score": self.score, "coverage": self.coverage, "fails": list(self.fails)}
+
+
+def standing(label: str, statuses: dict[str, str], weights: dict[str, float]) -> Standing:
+    run = {d: s for d, s in statuses.items() if s != NOT_RUN and weights.get(d, 0) > 0}
+    total = sum(weights.values())
+    measured = sum(weights[d] for d in run)
+    score = sum(weights[d] * STATUS_SCORE.get(s, 0.5) for d, s in run.items()) / measured if measured else 0.0
+    fails = tuple(d for d, s in statuses.items() if s == FAIL)
+    return Standing(label, score, measured / total if total else 0.0, fails)
+
+
+def rank(entries: dict[str, dict[str, str]], weights: dict[str, float]) -> list[Standing]:
+    """Standings of `label -> {dimension: status}`, best first (score, then coverage)."""
+    standings = [standing(label, statuses, weights) for label, statuses in entries.items()]
+    return sorted(standings, key=lambda s: (-s.score, -s.coverage, s.label))

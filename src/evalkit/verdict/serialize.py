@@ -1,0 +1,57 @@
+"""The verdict as JSON-ready data (the `verdict.json` artifact)."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+from evalkit.analysis.compare import Comparison
+from evalkit.verdict.build import Row, Verdict, row_label
+from evalkit.verdict.table import fail_reasons
+
+SCHEMA = "evalkit.verdict/1"
+
+
+def _clean(value):
+    """NaN and inf become None so the JSON is strict."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def comparison_dict(c: Comparison) -> dict:
+    data = {k: v for k, v in c.__dict__.items() if k not in ("wrapper", "baseline", "noise_wrapper", "noise_baseline")}
+    data.update(delta=c.delta, margin=c.margin, noise_wrapper=c.noise_wrapper.as_dict(),
+                noise_baseline=c.noise_baseline.as_dict())
+    return data
+
+
+def row_dict(row: Row) -> dict:
+    return {
+        "label": row_label(row.key),
+        "arm": row.key._asdict(),
+        "baseline": row.baseline._asdict() if row.baseline else None,
+        "runs": {"jobs": row.n_jobs, "finished": row.n_finished},
+        "dimensions": {d: r.as_dict() for d, r in row.dimensions.items()},
+        "first_divergence_step": row.divergence_step,
+        "comparisons": [comparison_dict(c) for c in row.comparisons],
+    }
+
+
+def verdict_dict(verdict: Verdict, inputs: dict | None = None) -> dict:
+    options = asdict(verdict.options)
+    return _clean({
+        "schema": SCHEMA,
+        "inputs": inputs or {},
+        "options": options,
+        "rows": [row_dict(r) for r in verdict.rows],
+        "ranking": {"scenario": verdict.options.scenario,
+                    "standings": [s.as_dict() for s in verdict.standings]},
+        "fail_reasons": fail_reasons(verdict),
+        "warnings": list(verdict.warnings),
+        "arms": [{"arm": k._asdict(), "runs": len(a.jobs), "finished": len(a.finished),
+                  "seeds": a.seeds} for k, a in verdict.arms.items()],
+    })
