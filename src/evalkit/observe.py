@@ -29,13 +29,19 @@ _SCHEDULERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _SCALERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def _register_on_call(cls: type, method: str, registry: weakref.WeakSet) -> None:
+_SCALER_UPDATE_LISTENERS: list[Any] = []
+
+
+def _register_on_call(cls: type, method: str, registry: weakref.WeakSet, listeners: list | None = None) -> None:
+    """Wrap `cls.method` once so each call registers the instance (and tells `listeners` first)."""
     original = getattr(cls, method)
     if getattr(original, "_evalkit_registering", False):
         return
 
     def registering(self, *args, **kwargs):
         registry.add(self)
+        for listener in listeners or ():
+            listener(self)
         return original(self, *args, **kwargs)
 
     registering._evalkit_registering = True
@@ -69,9 +75,13 @@ def resumed_step(optimizer: torch.optim.Optimizer) -> tuple[int, str]:
     for state in optimizer.state.values():
         if "step" in state:
             return int(state["step"]), "optimizer state"
-    counts = [s.last_epoch for s in _SCHEDULERS if getattr(s, "optimizer", None) is optimizer]
+    # Both counters, the smaller one: Ignite's LRScheduler handler advances `last_epoch` without calling
+    # step() (per micro-batch), Accelerate's scheduler wrapper bumps `_step_count` on non-sync micro-batches;
+    # a restored scheduler state has both equal to the steps taken.
+    counts = [min(s.last_epoch, s._step_count - 1) for s in _SCHEDULERS
+              if getattr(s, "optimizer", None) is optimizer]
     if counts:
-        return max(counts), "scheduler last_epoch"
+        return max(counts), "scheduler step count"
     return 0, "fresh start"
 
 
@@ -108,6 +118,8 @@ class Observer:
     def attach(self) -> "Observer":
         _register_on_call(LRScheduler, "step", _SCHEDULERS)
         _register_on_call(torch.amp.GradScaler, "scale", _SCALERS)
+        _register_on_call(torch.amp.GradScaler, "update", _SCALERS, _SCALER_UPDATE_LISTENERS)
+        _SCALER_UPDATE_LISTENERS.append(self._on_scaler_update)
         model, loss_fn = self.task.model, self.task.loss_fn
         self._handles = [
             # The compute dtype is read off the first Linear/Conv layer: a wrapper may cast the model's
@@ -122,6 +134,8 @@ class Observer:
         return self
 
     def detach(self) -> None:
+        if self._on_scaler_update in _SCALER_UPDATE_LISTENERS:
+            _SCALER_UPDATE_LISTENERS.remove(self._on_scaler_update)
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -188,14 +202,26 @@ class Observer:
         self.spool.flush()
 
     # ------------------------------------------------------------------ optimizer steps
+    def _on_scaler_update(self, scaler) -> None:
+        """GradScaler.update after micro-batches but no optimizer step: the scaler skipped an inf/nan step.
+        Its micro-batches are recorded as skipped, not counted into the next step."""
+        if not self._micro or not scaler.is_enabled():
+            return
+        losses = _to_floats(self._micro_losses)
+        for micro, loss in zip(self._micro, losses):
+            self.spool.add({**micro, "step": self.step, "loss": loss, "skipped": True})
+        scale = _to_floats([scaler._scale])[0] if scaler._scale is not None else None
+        self.spool.add({"kind": "skip", "after_step": self.step, "micro_batches": len(self._micro),
+                        "loss_scale": scale, "wall": time.time()})
+        self.spool.flush()
+        self._micro, self._micro_losses = [], []
+
     def _on_step_pre(self, optimizer, args, kwargs) -> None:
         if self._start_source is None:
             self.step, self._start_source = resumed_step(optimizer)
-        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else None
         scale = next((s._scale for s in _SCALERS if s.is_enabled() and s._scale is not None), None) \
             if _SCALERS else None
-        self._pre = {"lr": [g["lr"] for g in optimizer.param_groups], "norm": norm, "scale": scale,
+        self._pre = {"lr": [g["lr"] for g in optimizer.param_groups], "scale": scale,
                      "sched_steps": sum(max(0, s._step_count - 1) for s in _SCHEDULERS)}
 
     def _on_step_post(self, optimizer, args, kwargs) -> None:
@@ -207,8 +233,12 @@ class Observer:
             event = torch.cuda.Event(enable_timing=True)
             event.record()
             self._cuda_events.append(event)
+        # The gradient norm is read after the step: a closure-based optimizer step (Lightning) runs the
+        # backward inside step(), and torch's optimizers leave .grad untouched (clipping came before).
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else None
         pre, losses = self._pre, self._micro_losses
-        norm, scale, *loss_values = _to_floats([pre.get("norm"), pre.get("scale"), *losses])
+        norm, scale, *loss_values = _to_floats([norm, pre.get("scale"), *losses])
         samples = sum(m["n"] for m in self._micro)
         for micro, loss in zip(self._micro, loss_values):
             micro["loss"] = loss

@@ -51,6 +51,7 @@ class Shipper:
         self._queue: list[Metric] = []
         self.shipped_through = shipped_through     # steps already in MLflow (re-shipping after an outage)
         self.sent = 0
+        self.skipped = 0
         self.last_error: str | None = None
 
     def poll(self, final: bool = False) -> int:
@@ -80,6 +81,9 @@ class Shipper:
                 self._queue.extend(step_metrics(record))
         elif kind == "micro":
             self.micro.append(record)
+        elif kind == "skip":       # GradScaler skipped an optimizer step (inf/nan gradients)
+            self.skipped += 1
+            self._queue.append(metric("train/skipped_steps", self.skipped, record["after_step"], record.get("wall")))
         elif kind == "params":
             self.params.append(record)
 

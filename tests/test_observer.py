@@ -1,0 +1,83 @@
+"""The observers, driven by a hand-rolled loop with known truth (fast, in-process)."""
+from __future__ import annotations
+
+import json
+
+import torch
+from omegaconf import OmegaConf
+
+from evalkit.config import TaskConfig
+from evalkit.observe import Observer
+from evalkit.spool import SpoolWriter
+from evalkit.tasks import mlp_regression
+
+
+def _task():
+    cfg = OmegaConf.merge(OmegaConf.structured(TaskConfig),
+                          {"name": "mlp", "_target_": "x", "n_train": 64, "n_val": 16, "in_dim": 4, "hidden": 8})
+    return mlp_regression(cfg, 0)
+
+
+def _records(tmp_path):
+    return [json.loads(line) for line in (tmp_path / "records_rank0.jsonl").read_text().splitlines()]
+
+
+def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path):
+    task = _task()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=1).attach()
+    opt = torch.optim.SGD(task.model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
+    x, y = task.train_set.tensors
+    norms, losses = [], []
+    for step in range(3):
+        for micro in range(2):                        # two micro-batches per step, scheduler per micro-batch
+            ids = list(range(8 * (2 * step + micro), 8 * (2 * step + micro) + 8))
+            loss = task.loss_fn(task.model(x[ids]), y[ids])
+            losses.append(loss.item())
+            (loss / 2).backward()
+            sched.step() if micro == 0 and step > 0 else None
+        norms.append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in task.model.parameters()])).item())
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+    with torch.no_grad():
+        task.model.eval()
+        task.model(task.val_set.tensors[0][:16])
+    summary = observer.finish()
+    records = _records(tmp_path)
+    steps = [r for r in records if r["kind"] == "step"]
+    micro = [r for r in records if r["kind"] == "micro"]
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    assert [m["ids"] for m in micro] == [list(range(8 * i, 8 * i + 8)) for i in range(6)]
+    assert [s["micro_batches"] for s in steps] == [2, 2, 2]
+    assert [s["loss"] for s in steps] == [sum(losses[i:i + 2]) / 2 for i in (0, 2, 4)]
+    assert max(abs(s["grad_norm"] - n) / n for s, n in zip(steps, norms)) < 1e-6
+    assert [s["sched_steps"] for s in steps] == [0, 2, 4]        # the extra per-micro-batch steps show
+    assert steps[0]["lr"] == [0.1] and abs(steps[1]["lr"][0] - 0.1 / 3) < 1e-12
+    (val,) = [r for r in records if r["kind"] == "val"]
+    assert val["step"] == 3 and val["count"] == 16 and val["unattributed"] == 0
+    expected = float(((task.model(task.val_set.tensors[0]) - task.val_set.tensors[1]) ** 2).mean())
+    assert abs(val["value"] - expected) < 1e-6
+    assert summary["observed_dtypes"] == {"float32": 6}
+
+
+def test_skipped_fp16_step_is_recorded_not_merged_into_the_next(tmp_path):
+    task = _task()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0).attach()
+    opt = torch.optim.SGD(task.model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    x, y = task.train_set.tensors
+    for blow_up in (True, False):
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = task.loss_fn(task.model(x[:8]), y[:8]) * (1e30 if blow_up else 1.0)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    observer.finish()
+    records = _records(tmp_path)
+    (skip,) = [r for r in records if r["kind"] == "skip"]
+    assert skip["after_step"] == 0 and skip["micro_batches"] == 1 and skip["loss_scale"] == 2.0**16
+    (step,) = [r for r in records if r["kind"] == "step"]
+    assert step["step"] == 1 and step["micro_batches"] == 1 and step["loss_scale"] == 2.0**15
+    assert [r.get("skipped", False) for r in records if r["kind"] == "micro"] == [True, False]
