@@ -1,0 +1,361 @@
+"""Lightning `Trainer` + `LightningModule` on an evalkit task.
+
+The adapter wraps evalkit's model instance in a thin `LightningModule` (the training step calls evalkit's
+loss module; `configure_optimizers` returns evalkit's optimizer and scheduler) and lets `Trainer.fit` run
+the loop. It never monkeypatches Lightning: everything below is set through documented `Trainer` flags,
+callbacks, `LightningModule` hooks and the documented resumable-dataloader interface
+(`state_dict`/`load_state_dict` on the training DataLoader).
+
+Processes: evalkit's launcher starts the ranks with torch elastic variables; Lightning detects
+`TorchElasticEnvironment` and joins the process group instead of spawning (devices = world size,
+num_nodes = 1).
+
+Modes
+- `aligned`: every Trainer knob that affects the baseline's semantics is set explicitly (see
+  `explicit_settings` in the effective config): step units (`max_steps` = optimizer steps, validation
+  interval in batches = `val_every * grad_accum` with `check_val_every_n_epoch=None`), evalkit's sampler
+  (`use_distributed_sampler=False`), per-step scheduler interval, clipping by global L2 norm (after
+  unscaling, which Lightning's AMP plugin does), no sanity validation, validation under `no_grad`
+  (`inference_mode=False`), no logger, checkpoints of every `ckpt_every` steps kept, the data position
+  (resumable DataLoader) and the RNG state (`on_save_checkpoint`) stored in Lightning's checkpoint.
+- `defaults`: the code a typical user writes from the quick start: `Trainer(max_steps, accelerator,
+  devices, precision, accumulate_grad_batches, gradient_clip_val, val_check_interval=val_every,
+  check_val_every_n_epoch=None)`, `configure_optimizers` returning `{"optimizer", "lr_scheduler"}` (Lightning
+  steps such a scheduler once per EPOCH), Lightning's sanity check, its own distributed sampler over
+  evalkit's global order, its default logger and a `ModelCheckpoint(dirpath=ckpt_dir,
+  every_n_train_steps=ckpt_every)` (keeps the latest one). Output goes under the run directory.
+
+Known differences from the baseline that cannot be set away with a documented option (recorded in
+`known_deviations`):
+- accumulation: Lightning divides each micro-batch loss by `accumulate_grad_batches`, also in the
+  shorter last window of an epoch (the baseline divides by the window's actual size); when the epoch's
+  batch count is not a multiple of `grad_accum`, validation cadence (counted in batches) also drifts from
+  optimizer-step multiples;
+- Lightning runs the forward/backward inside `optimizer.step(closure)` (except with a GradScaler):
+  torch's optimizer-step pre-hooks fire BEFORE the closure, so an outside observer reading gradients in
+  a pre-hook sees the previous step's gradients;
+- validation at the end when `max_steps` is not a multiple of `val_every` is a `trainer.validate()` call
+  after `fit` (Lightning's loop has no "validate at the last step" option).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
+from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, require
+from evalkit.data import OrderedSampler
+
+PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
+CKPT_SUFFIX = ".ckpt"
+
+
+def lightning_precision(job: TrainJob, mode: str) -> str:
+    """The Lightning precision flag for evalkit's precision; refuse what Lightning would silently change."""
+    if job.precision.name not in PRECISIONS:
+        raise UnsupportedCombination(f"precision {job.precision.name!r} has no Lightning equivalent")
+    flag = PRECISIONS[job.precision.name]
+    if flag == "16-mixed" and job.device.type == "cpu" and mode == "aligned":
+        raise UnsupportedCombination(
+            "lightning turns precision='16-mixed' into bf16-mixed on CPU; fp16_mixed cannot run on CPU")
+    return flag
+
+
+def _classes():
+    """The LightningModule, resumable DataLoader and callback, built after `require` checked lightning."""
+    import lightning as L
+
+    class ResumableLoader(DataLoader):
+        """evalkit's training order with the `state_dict`/`load_state_dict` interface Lightning documents for
+        resuming mid-epoch (it saves the state in its checkpoint and restores it before iterating).
+
+        The position is the number of micro-batches of the current epoch the training step consumed,
+        reported by the module's `on_train_batch_start` (counting yielded batches would be off by
+        Lightning's prefetch). `len()` stays the full epoch: Lightning counts the restored batches itself.
+        """
+
+        def __init__(self, job: TrainJob):
+            super().__init__(job.task.train_set, batch_size=job.batch_size, sampler=job.train_sampler(),
+                             drop_last=True, num_workers=job.num_workers)
+            self.position = {"epoch": 0, "batch_in_epoch": 0}
+
+        def __len__(self) -> int:
+            return self.sampler.batches_per_epoch
+
+        def consumed(self, epoch: int, batch_idx: int) -> None:
+            self.position = {"epoch": epoch, "batch_in_epoch": batch_idx + 1}
+
+        def state_dict(self) -> dict[str, int]:
+            epoch, done = self.position["epoch"], self.position["batch_in_epoch"]
+            if done >= self.sampler.batches_per_epoch:
+                epoch, done = epoch + 1, 0
+            return {"epoch": epoch, "batch_in_epoch": done}
+
+        def load_state_dict(self, state: dict[str, int]) -> None:
+            self.position = dict(state)
+            self.sampler.set_epoch(state["epoch"])
+            self.sampler.start_batch = state["batch_in_epoch"]
+
+    class EvalkitModule(L.LightningModule):
+        """Wraps evalkit's model instance (never a copy) and its loss module."""
+
+        def __init__(self, job: TrainJob, aligned: bool, train_loader: Any):
+            super().__init__()
+            self.model = job.task.model
+            self.loss_fn = job.task.loss_fn
+            self._job, self._aligned, self._train_loader = job, aligned, train_loader
+            self.last_val_step: int | None = None
+            self.start_step: int | None = None   # set when training starts (None: fit had nothing to do)
+
+        def forward(self, x):
+            return self.model(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return self.loss_fn(self.model(x), y)
+
+        def validation_step(self, batch, batch_idx):
+            x, y = batch
+            out = self.model(x)
+            # Lightning's own view of the validation loss (evalkit computes its metric from the outside).
+            self.log("val_loss", self.loss_fn(out.float(), y), sync_dist=self._job.distributed,
+                     batch_size=x.shape[0])
+
+        def on_validation_epoch_end(self):
+            self.last_val_step = self.trainer.global_step
+
+        def configure_optimizers(self):
+            optimizer = self._job.make_optimizer(self.model.parameters())
+            scheduler = self._job.make_scheduler(optimizer)
+            if self._aligned:
+                return {"optimizer": optimizer,
+                        "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
+            return {"optimizer": optimizer, "lr_scheduler": scheduler}   # Lightning's default: interval="epoch"
+
+        def on_train_start(self):
+            self.start_step = self.trainer.global_step   # restored by Lightning when resuming
+
+        def on_train_batch_start(self, batch, batch_idx):
+            if isinstance(self._train_loader, ResumableLoader):
+                self._train_loader.consumed(self.trainer.current_epoch, batch_idx)
+
+        def on_save_checkpoint(self, checkpoint):
+            if self._aligned:
+                checkpoint["evalkit_rng"] = capture_rng()
+
+        def on_load_checkpoint(self, checkpoint):
+            if self._aligned and "evalkit_rng" in checkpoint:
+                restore_rng(checkpoint["evalkit_rng"])
+
+    class FinalCheckpoint(L.Callback):
+        """Saves the last optimizer step's checkpoint (`trainer.save_checkpoint`) when the periodic
+        `ModelCheckpoint` does not fall on it; same hook point as ModelCheckpoint, so it resumes the same way."""
+
+        def __init__(self, job: TrainJob):
+            self.job = job
+            self.saved: list[str] = []
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            step = trainer.global_step
+            if step != self.job.max_steps or (self.job.ckpt_every and step % self.job.ckpt_every == 0):
+                return
+            path = self.job.checkpoint_path(step, CKPT_SUFFIX)
+            if path not in self.saved:
+                trainer.save_checkpoint(path, weights_only=False)
+                self.saved.append(path)
+
+    return ResumableLoader, EvalkitModule, FinalCheckpoint
+
+
+class LightningAdapter:
+    """`trainer=lightning`: Lightning's `Trainer.fit` on evalkit's task (see the module docstring)."""
+
+    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
+        require("lightning", "lightning")
+        self.mode = mode
+        self.options = dict(options or {})
+        if self.options:   # none are defined: a typo must not pass silently
+            raise ValueError(f"the lightning adapter takes no trainer.options, got {sorted(self.options)}")
+        self._effective: dict[str, Any] = {}
+
+    def versions(self) -> dict[str, str]:
+        return distribution_versions("lightning", "pytorch-lightning", "lightning-utilities", "torchmetrics")
+
+    def effective_config(self) -> dict[str, Any]:
+        return self._effective
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, job: TrainJob) -> None:
+        require("lightning", "lightning")
+        import lightning as L
+        from lightning.pytorch.callbacks import ModelCheckpoint
+        from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+
+        aligned = self.mode == "aligned"
+        precision = lightning_precision(job, self.mode)
+        ResumableLoader, EvalkitModule, FinalCheckpoint = _classes()
+        out_dir = os.path.join(os.path.dirname(os.path.abspath(job.ckpt_dir)), "lightning")
+        accelerator = "gpu" if job.device.type == "cuda" else "cpu"
+        backend = "nccl" if job.device.type == "cuda" else "gloo"
+
+        if aligned:
+            train_loader = ResumableLoader(job)
+            val_loader = job.val_loader()
+            strategy = (DDPStrategy(process_group_backend=backend, find_unused_parameters=False,
+                                    gradient_as_bucket_view=False, static_graph=False)
+                        if job.distributed else SingleDeviceStrategy(device=job.device))
+            # Validation counted in batches (Lightning's unit) across epochs; val_every=0: only at the end.
+            val_batches = (job.val_every or job.max_steps) * job.grad_accum
+            periodic = (ModelCheckpoint(dirpath=job.ckpt_dir, filename="step_{step:08d}",
+                                        auto_insert_metric_name=False, every_n_train_steps=job.ckpt_every,
+                                        save_top_k=-1, save_last=False, enable_version_counter=False,
+                                        save_on_train_epoch_end=False)
+                        if job.ckpt_every else None)
+            callbacks = [c for c in (periodic, FinalCheckpoint(job)) if c is not None]
+            flags = dict(
+                accelerator=accelerator, devices=job.world_size, num_nodes=1, strategy=strategy,
+                precision=precision, max_steps=job.max_steps, max_epochs=-1, min_steps=None, min_epochs=None,
+                max_time=None, accumulate_grad_batches=job.grad_accum,
+                gradient_clip_val=job.grad_clip, gradient_clip_algorithm="norm",
+                val_check_interval=val_batches, check_val_every_n_epoch=None, num_sanity_val_steps=0,
+                limit_train_batches=1.0, limit_val_batches=1.0, use_distributed_sampler=False,
+                reload_dataloaders_every_n_epochs=0, inference_mode=False, deterministic=False, benchmark=False,
+                sync_batchnorm=False, logger=False, enable_checkpointing=periodic is not None,
+                enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks,
+                barebones=False, default_root_dir=out_dir,
+            )
+            explicit = {k: v for k, v in flags.items() if k not in ("callbacks", "strategy")}
+            explicit.update({
+                "strategy": (f"DDPStrategy(process_group_backend={backend!r}, find_unused_parameters=False, "
+                             "gradient_as_bucket_view=False, static_graph=False)" if job.distributed
+                             else f"SingleDeviceStrategy(device={str(job.device)!r})"),
+                "callbacks": ([f"ModelCheckpoint(dirpath=ckpt_dir, filename='step_{{step:08d}}', "
+                               f"every_n_train_steps={job.ckpt_every}, save_top_k=-1)"] if periodic else [])
+                + ["FinalCheckpoint: trainer.save_checkpoint at max_steps when not a ckpt_every multiple"],
+                "lr_scheduler": {"interval": "step", "frequency": 1},
+                "train_dataloader": "evalkit OrderedSampler (this rank's shard) in a DataLoader implementing "
+                                    "state_dict/load_state_dict (exact mid-epoch resume)",
+                "val_dataloader": "job.val_loader() (evalkit ValSampler shard)",
+                "seed_everything": "not called: evalkit seeded the process before building the task, as for "
+                                   "the baseline (re-seeding would shift the RNG stream)",
+                "checkpoint_rng": "torch/python/numpy RNG saved in on_save_checkpoint, restored in "
+                                  "on_load_checkpoint",
+                "end_validation": "trainer.validate() after fit when the last step was not a validation step",
+                "training_loss": "job.task.loss_fn(model(x), y) in training_step (Lightning divides by "
+                                 "accumulate_grad_batches)",
+            })
+        else:
+            # The quick start: evalkit's global order in a plain DataLoader, Lightning shards it itself.
+            global_sampler = OrderedSampler(len(job.task.train_set), job.batch_size, job.seed, 0, 1)
+            train_loader = DataLoader(job.task.train_set, batch_size=job.batch_size, sampler=global_sampler,
+                                      drop_last=True, num_workers=job.num_workers)
+            val_loader = DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
+            periodic = (ModelCheckpoint(dirpath=job.ckpt_dir, filename="step_{step:08d}",
+                                        auto_insert_metric_name=False, every_n_train_steps=job.ckpt_every)
+                        if job.ckpt_every else None)
+            callbacks = [c for c in (periodic, FinalCheckpoint(job)) if c is not None]
+            flags = dict(accelerator=accelerator, devices=job.world_size, num_nodes=1, precision=precision,
+                         max_steps=job.max_steps, accumulate_grad_batches=job.grad_accum,
+                         gradient_clip_val=job.grad_clip,
+                         val_check_interval=job.val_every or None, check_val_every_n_epoch=None,
+                         callbacks=callbacks, default_root_dir=out_dir)
+            if not job.val_every:
+                flags.pop("val_check_interval")
+                flags.pop("check_val_every_n_epoch")
+            explicit = None
+
+        module = EvalkitModule(job, aligned, train_loader)
+        trainer = L.Trainer(**flags)
+        ckpt_path = latest_checkpoint(job.resume_from, f"step_*{CKPT_SUFFIX}") if job.resume_from else None
+        fit_kwargs: dict[str, Any] = {}
+        if ckpt_path is not None:
+            # Lightning's checkpoint holds loop states and callback states besides tensors; it is our own file.
+            fit_kwargs["weights_only"] = False
+        trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loader, ckpt_path=ckpt_path,
+                    **fit_kwargs)
+        if module.start_step is None:
+            module.start_step = trainer.global_step
+        if trainer.global_step > module.start_step and module.last_val_step != trainer.global_step:
+            trainer.validate(module, dataloaders=val_loader, verbose=False)
+        self._effective = self._report(trainer, module, job, flags, explicit, ckpt_path, train_loader)
+
+    # ------------------------------------------------------------------ what Lightning reports
+    def _report(self, trainer, module, job: TrainJob, flags: dict, explicit: dict | None,
+                ckpt_path: str | None, train_loader) -> dict[str, Any]:
+        strategy = trainer.strategy
+        ckpt_cbs = [{"class": type(cb).__name__, "dirpath": cb.dirpath,
+                     "every_n_train_steps": getattr(cb, "_every_n_train_steps", None),
+                     "save_top_k": cb.save_top_k, "filename": cb.filename}
+                    for cb in trainer.checkpoint_callbacks]
+        sched = [{"interval": c.interval, "frequency": c.frequency, "scheduler": type(c.scheduler).__name__}
+                 for c in trainer.lr_scheduler_configs]
+        try:
+            used_loader = trainer.train_dataloader
+            sampler = type(getattr(used_loader, "sampler", None)).__name__
+        except Exception:  # noqa: BLE001 - a report field, never a failure
+            sampler = None
+        report: dict[str, Any] = {
+            "wrapper": "lightning.pytorch.Trainer", "mode": self.mode, "versions": self.versions(),
+            "trainer": {
+                "strategy": type(strategy).__name__,
+                "process_group_backend": getattr(strategy, "process_group_backend", None),
+                "cluster_environment": type(strategy.cluster_environment).__name__
+                if getattr(strategy, "cluster_environment", None) is not None else None,
+                "accelerator": type(trainer.accelerator).__name__, "root_device": str(strategy.root_device),
+                "launcher": type(strategy.launcher).__name__ if getattr(strategy, "launcher", None) else None,
+                "creates_processes_externally": getattr(getattr(strategy, "cluster_environment", None),
+                                                        "creates_processes_externally", None),
+                "num_devices": trainer.num_devices, "num_nodes": trainer.num_nodes,
+                "world_size": trainer.world_size, "global_rank": trainer.global_rank,
+                "precision": trainer.precision, "precision_plugin": type(trainer.precision_plugin).__name__,
+                "grad_scaler": type(getattr(trainer.precision_plugin, "scaler", None)).__name__
+                if getattr(trainer.precision_plugin, "scaler", None) is not None else None,
+                "max_steps": trainer.max_steps, "max_epochs": trainer.max_epochs,
+                "accumulate_grad_batches": trainer.accumulate_grad_batches,
+                "gradient_clip_val": trainer.gradient_clip_val,
+                "gradient_clip_algorithm": getattr(trainer.gradient_clip_algorithm, "value",
+                                                   trainer.gradient_clip_algorithm),
+                "val_check_interval": trainer.val_check_interval, "val_check_batch": trainer.val_check_batch,
+                "check_val_every_n_epoch": trainer.check_val_every_n_epoch,
+                "num_sanity_val_steps": trainer.num_sanity_val_steps,
+                "limit_train_batches": trainer.limit_train_batches, "limit_val_batches": trainer.limit_val_batches,
+                "num_training_batches": trainer.num_training_batches,
+                "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+                "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                "lr_scheduler_configs": sched, "checkpoint_callbacks": ckpt_cbs,
+                "callbacks": [type(cb).__name__ for cb in trainer.callbacks],
+                "loggers": [type(lg).__name__ for lg in trainer.loggers],
+                "default_root_dir": trainer.default_root_dir, "train_sampler": sampler,
+                "global_step": trainer.global_step, "current_epoch": trainer.current_epoch,
+                "start_step": module.start_step,
+                "val_loss_reported_by_lightning": float(trainer.callback_metrics["val_loss"])
+                if "val_loss" in trainer.callback_metrics else None,
+            },
+            "requested": {k: (str(v) if not isinstance(v, (int, float, str, bool, type(None))) else v)
+                          for k, v in flags.items() if k not in ("callbacks", "strategy")},
+            "resumed_from": os.path.abspath(ckpt_path) if ckpt_path else None,
+            "resume_mechanism": "Trainer.fit(ckpt_path=...)",
+            "monkeypatching": "none",
+            "known_deviations": self._deviations(job, trainer),
+        }
+        if explicit is not None:
+            report["explicit_settings"] = {k: (v if isinstance(v, (int, float, str, bool, list, dict, type(None)))
+                                               else str(v)) for k, v in explicit.items()}
+        return report
+
+    def _deviations(self, job: TrainJob, trainer) -> list[str]:
+        out = ["optimizer step runs the forward/backward inside optimizer.step(closure) unless a GradScaler is "
+               "used: optimizer-step pre-hooks (evalkit's grad-norm reading) fire before this step's backward"]
+        per_epoch = job.train_sampler().batches_per_epoch
+        if job.grad_accum > 1 and per_epoch % job.grad_accum:
+            out.append(f"the last window of each epoch has {per_epoch % job.grad_accum} micro-batches; Lightning "
+                       f"divides its losses by accumulate_grad_batches={job.grad_accum} (baseline: by the window "
+                       "size), and validation counted in batches drifts off optimizer-step multiples")
+        if self.mode == "defaults":
+            out.append("defaults: scheduler stepped once per epoch (Lightning's default interval), validation "
+                       "interval counted in batches, sanity validation before training, Lightning's "
+                       "DistributedSampler in DDP, no data position or RNG in checkpoints")
+        return out
