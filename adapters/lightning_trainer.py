@@ -31,9 +31,6 @@ Known differences from the baseline that cannot be set away with a documented op
   shorter last window of an epoch (the baseline divides by the window's actual size); when the epoch's
   batch count is not a multiple of `grad_accum`, validation cadence (counted in batches) also drifts from
   optimizer-step multiples;
-- Lightning runs the forward/backward inside `optimizer.step(closure)` (except with a GradScaler):
-  torch's optimizer-step pre-hooks fire BEFORE the closure, so an outside observer reading gradients in
-  a pre-hook sees the previous step's gradients;
 - validation at the end when `max_steps` is not a multiple of `val_every` is a `trainer.validate()` call
   after `fit` (Lightning's loop has no "validate at the last step" option).
 """
@@ -347,8 +344,7 @@ class LightningAdapter:
         return report
 
     def _deviations(self, job: TrainJob, trainer) -> list[str]:
-        out = ["optimizer step runs the forward/backward inside optimizer.step(closure) unless a GradScaler is "
-               "used: optimizer-step pre-hooks (evalkit's grad-norm reading) fire before this step's backward"]
+        out = []
         per_epoch = job.train_sampler().batches_per_epoch
         if job.grad_accum > 1 and per_epoch % job.grad_accum:
             out.append(f"the last window of each epoch has {per_epoch % job.grad_accum} micro-batches; Lightning "
