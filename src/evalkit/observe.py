@@ -11,6 +11,7 @@ Records go to the spool once per optimizer step. On CUDA, step ends are CUDA eve
 """
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from collections import Counter
@@ -63,9 +64,21 @@ def _first_tensor(value: Any) -> torch.Tensor | None:
 
 def _to_floats(values: list[torch.Tensor | None]) -> list[float | None]:
     """Scalar tensors to floats with one device sync at most (CPU tensors convert directly)."""
-    on_device = [v for v in values if v is not None and v.device.type != "cpu"]
+    on_device = [v for v in values if isinstance(v, torch.Tensor) and v.device.type != "cpu"]
     moved = iter(torch.stack([v.float().reshape(()) for v in on_device]).tolist()) if on_device else iter(())
-    return [None if v is None else float(v) if v.device.type == "cpu" else next(moved) for v in values]
+    return [v if v is None or isinstance(v, float) else float(v) if v.device.type == "cpu" else next(moved)
+            for v in values]
+
+
+def _global_grad_norm(optimizer: torch.optim.Optimizer) -> torch.Tensor | float | None:
+    """The global L2 norm of the gradients the optimizer holds (on CPU summed in Python: fewer torch calls)."""
+    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    if not grads:
+        return None
+    norms = torch._foreach_norm(grads)
+    if grads[0].device.type == "cpu":
+        return math.sqrt(sum(float(n) ** 2 for n in norms))
+    return torch.linalg.vector_norm(torch.stack(norms))
 
 
 def resumed_step(optimizer: torch.optim.Optimizer) -> tuple[int, str]:
@@ -235,8 +248,7 @@ class Observer:
             self._cuda_events.append(event)
         # The gradient norm is read after the step: a closure-based optimizer step (Lightning) runs the
         # backward inside step(), and torch's optimizers leave .grad untouched (clipping came before).
-        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))) if grads else None
+        norm = _global_grad_norm(optimizer)
         pre, losses = self._pre, self._micro_losses
         norm, scale, *loss_values = _to_floats([norm, pre.get("scale"), *losses])
         samples = sum(m["n"] for m in self._micro)
