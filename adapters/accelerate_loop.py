@@ -1,0 +1,386 @@
+"""🤗 Accelerate (`accelerate.Accelerator`) driving a hand-written loop on an evalkit task.
+
+The loop is the one Accelerate's documentation teaches: `accelerator.prepare(model, optimizer, scheduler,
+dataloader)`, `with accelerator.accumulate(model)`, `accelerator.backward(loss)`,
+`accelerator.clip_grad_norm_` when `accelerator.sync_gradients`, `optimizer.step()` / `zero_grad()` on the
+prepared optimizer (which only really steps at the end of an accumulation window), and
+`accelerator.save_state` / `accelerator.load_state` for checkpoints. Nothing of Accelerate is monkeypatched.
+
+Processes: evalkit's launcher starts the ranks with torch elastic variables; `Accelerator(cpu=True)` on CPU
+(gloo) or the default on CUDA (NCCL) joins the process group from them and never spawns processes. Note
+that on CPU the launcher's `LOCAL_RANK` makes Accelerate choose `DistributedType.MULTI_CPU` even for one
+process, so the model is wrapped in a one-process DDP at world size 1 (recorded in the effective config).
+
+Modes
+- `aligned`: every Accelerate knob that touches the baseline's semantics is set explicitly (listed under
+  `explicit_settings` in the effective config):
+  * data order: the prepared DataLoader samples evalkit's global order (`_GlobalOrder`: epoch `e`'s
+    permutation cut into global batches of `batch_size * world_size`) and Accelerate's own batch sharding
+    (`split_batches=False`, `even_batches=True`, `dispatch_batches=False`, `use_seedable_sampler=False`,
+    `rng_types=[]`) hands rank `r` the `r`-th slice of each global batch, which is exactly evalkit's
+    per-rank order (verified at set-up against `job.train_sampler()`, a mismatch raises);
+  * accumulation: `GradientAccumulationPlugin(num_steps=grad_accum, sync_with_dataloader=True)`: a window
+    ends after `grad_accum` micro-batches or at the end of the epoch (as the baseline);
+  * scheduler: `step_scheduler_with_optimizer=False`, stepped by the loop once per optimizer step (the
+    default would step it `num_processes` times per optimizer step and skip it when GradScaler skips);
+  * clipping: `accelerator.clip_grad_norm_` (unscales first) on `sync_gradients` only;
+  * precision: `mixed_precision` = no / bf16 / fp16 with `GradScalerKwargs` equal to torch's defaults
+    (the baseline's scaler); the loss is computed under `accelerator.autocast()` as the baseline computes
+    it under autocast; fp16 where Accelerate would not autocast (CPU) is refused;
+  * DDP: `DistributedDataParallelKwargs` equal to the baseline's DDP (no unused-parameter search, buffers
+    broadcast, 25 MB buckets); process group backend gloo on CPU, NCCL on CUDA;
+  * seeding: no `set_seed` (evalkit seeded the process before building the task, as for the baseline);
+  * validation: the unwrapped model in eval mode under `no_grad` + `accelerator.autocast()` on
+    `job.val_loader()` (evalkit's shards, not re-sharded by Accelerate);
+  * checkpoints: `save_state(ckpt_dir/step_XXXXXXXX, safe_serialization=True)` (model as safetensors,
+    optimizer, scheduler, scaler, every rank's RNG) plus `evalkit_position.json` (step, epoch, micro-batch
+    of the epoch) written last, so a directory without it is an incomplete checkpoint. Resume:
+    `load_state` then `accelerator.skip_first_batches` to the saved position.
+- `defaults`: the quick-start loop: `Accelerator(mixed_precision, gradient_accumulation_steps, cpu,
+  project_dir)`, `set_seed(seed)`, `DataLoader(train_set, batch_size, shuffle=True)` and
+  `DataLoader(val_set, batch_size)` both prepared, `scheduler.step()` after every `optimizer.step()` call on
+  the prepared scheduler (Accelerate's default: stepped only on real optimizer steps, `num_processes`
+  times each, not at all when GradScaler skips), validation by calling the prepared model, and the same
+  `save_state` checkpoints. fp16 on CPU runs as Accelerate runs it (in fp32; evalkit's observers flag it).
+
+Known differences from the baseline that no documented option removes (`known_deviations`):
+- `accelerator.backward` divides every micro-batch loss by `gradient_accumulation_steps`, also in a shorter
+  last window of an epoch (the baseline divides by the window's actual size). Only matters when the
+  per-rank batches of an epoch are not a multiple of `grad_accum`.
+- Accelerate wraps the model's `forward` to return fp32 outputs under mixed precision (evalkit reads the
+  compute dtype from the first Linear/Conv layer, so the observed precision is unaffected).
+
+Checkpoint loading: `load_state` reads the model with safetensors and the optimizer, scheduler, GradScaler
+and RNG files with `torch.load(weights_only=True)` (accelerate.utils.load, numpy RNG types allow-listed).
+Objects registered with `register_for_checkpointing` would be read with `weights_only=False`, so this
+adapter registers none: its loop position is plain JSON.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from evalkit.checkpoint import CorruptCheckpoint
+from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, require
+
+MIXED_PRECISION = {"fp32": "no", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
+POSITION_FILE = "evalkit_position.json"
+POSITION_FORMAT = "evalkit-accelerate/1"
+
+
+class _GlobalOrder(Sampler[int]):
+    """evalkit's epoch order seen from all ranks: global batch after global batch.
+
+    Accelerate's `BatchSamplerShard` then gives rank r the batches r, r + world_size, ... of it, i.e. the
+    r-th `batch_size` slice of every global batch: evalkit's per-rank order (`evalkit.data`). The epoch is
+    set with `set_epoch` (the prepared DataLoader calls it on every pass) or at construction.
+    """
+
+    def __init__(self, job: TrainJob, epoch: int = 0):
+        self.reference = job.train_sampler()
+        self.world_size = job.world_size
+        self.epoch = epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.reference.batches_per_epoch * self.reference.batch_size * self.world_size
+
+    def __iter__(self):
+        return iter(self.reference.epoch_order(self.epoch)[: len(self)].tolist())
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _as_dict(obj: Any) -> Any:
+    if obj is None:
+        return None
+    if is_dataclass(obj):
+        return {k: v for k, v in asdict(obj).items()}
+    return str(obj)
+
+
+def resolve_state_dir(path: str) -> str:
+    """`path` itself when it is one `save_state` directory; else its latest complete `step_*` directory."""
+    if os.path.isfile(os.path.join(path, POSITION_FILE)):
+        return path
+    if os.path.isdir(path):
+        complete = [os.path.join(path, d) for d in os.listdir(path)
+                    if d.startswith("step_") and os.path.isfile(os.path.join(path, d, POSITION_FILE))]
+        if complete:
+            return max(complete, key=lambda d: int(os.path.basename(d)[len("step_"):]))
+    raise CorruptCheckpoint(f"{path} is not an Accelerate checkpoint written by evalkit (no {POSITION_FILE}, "
+                            "no complete step_* directory); check resume_from")
+
+
+class AccelerateAdapter:
+    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
+        require("accelerate", "accelerate")
+        if mode not in ("aligned", "defaults"):
+            raise ValueError(f"mode={mode!r} is not one of aligned, defaults")
+        self.mode = mode
+        self.options = dict(options or {})
+        self._effective: dict[str, Any] = {}
+
+    def versions(self) -> dict[str, str]:
+        return distribution_versions("accelerate", "torch", "safetensors", "numpy", "huggingface-hub")
+
+    def effective_config(self) -> dict[str, Any]:
+        return _jsonable(self._effective)
+
+    # ------------------------------------------------------------------ set-up
+    def _accelerator(self, job: TrainJob):
+        from accelerate import Accelerator
+        from accelerate.utils import (DataLoaderConfiguration, DistributedDataParallelKwargs,
+                                      GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs,
+                                      ProjectConfiguration)
+
+        cpu = job.device.type == "cpu"
+        mixed = MIXED_PRECISION[job.precision.name]
+        if self.mode == "defaults":
+            return Accelerator(mixed_precision=mixed, gradient_accumulation_steps=job.grad_accum, cpu=cpu,
+                               project_dir=job.ckpt_dir), {}
+        settings = {
+            "mixed_precision": mixed, "cpu": cpu, "device_placement": True,
+            "step_scheduler_with_optimizer": False, "rng_types": [],
+            "dataloader_config": {"split_batches": False, "dispatch_batches": False, "even_batches": True,
+                                  "use_seedable_sampler": False, "non_blocking": False,
+                                  "use_stateful_dataloader": False},
+            "gradient_accumulation_plugin": {"num_steps": job.grad_accum, "adjust_scheduler": False,
+                                             "sync_with_dataloader": True, "sync_each_batch": False},
+            "ddp_kwargs": {"dim": 0, "broadcast_buffers": True, "bucket_cap_mb": 25,
+                           "find_unused_parameters": False, "check_reduction": False,
+                           "gradient_as_bucket_view": False, "static_graph": False},
+            "init_process_group_kwargs": {"backend": "gloo" if cpu else "nccl"},
+            "grad_scaler_kwargs": {"init_scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                                   "growth_interval": 2000, "enabled": True},
+            "project_config": {"project_dir": job.ckpt_dir, "automatic_checkpoint_naming": False,
+                               "total_limit": None},
+        }
+        accelerator = Accelerator(
+            device_placement=True, mixed_precision=mixed, cpu=cpu,
+            dataloader_config=DataLoaderConfiguration(**settings["dataloader_config"]),
+            gradient_accumulation_plugin=GradientAccumulationPlugin(**settings["gradient_accumulation_plugin"]),
+            rng_types=[], step_scheduler_with_optimizer=False,
+            project_config=ProjectConfiguration(**settings["project_config"]),
+            kwargs_handlers=[DistributedDataParallelKwargs(**settings["ddp_kwargs"]),
+                             InitProcessGroupKwargs(**settings["init_process_group_kwargs"]),
+                             GradScalerKwargs(**settings["grad_scaler_kwargs"])],
+        )
+        settings.update({
+            "seeding": "no set_seed: evalkit seeded the process before building the task (as for the baseline)",
+            "data_order": "prepared DataLoader over evalkit's global order; Accelerate's batch sharding yields "
+                          "evalkit's per-rank order (checked at set-up)",
+            "scheduler_step": "loop calls scheduler.step() once per optimizer step (sync_gradients)",
+            "clipping": "accelerator.clip_grad_norm_ (unscales first) when sync_gradients",
+            "loss_autocast": "loss computed under accelerator.autocast(), as the baseline computes it under autocast",
+            "validation": "unwrapped model, eval mode, no_grad, accelerator.autocast(), on job.val_loader()",
+            "checkpoint": "save_state(safe_serialization=True) + evalkit_position.json; resume: load_state + "
+                          "skip_first_batches",
+        })
+        return accelerator, settings
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, job: TrainJob) -> None:
+        require("accelerate", "accelerate")
+        from accelerate.utils import set_seed
+
+        aligned = self.mode == "aligned"
+        accelerator, settings = self._accelerator(job)
+        if accelerator.device.type != job.device.type:
+            raise UnsupportedCombination(
+                f"accelerate chose device {accelerator.device} but evalkit asked for {job.device}")
+        if aligned and job.precision.autocast_dtype is not None and not accelerator.native_amp:
+            raise UnsupportedCombination(
+                f"accelerate does not autocast mixed_precision={accelerator.mixed_precision!r} on "
+                f"{accelerator.device.type} (it would silently run fp32); refused in aligned mode")
+        if aligned and job.world_size != accelerator.num_processes:
+            raise UnsupportedCombination(
+                f"accelerate sees {accelerator.num_processes} processes, evalkit launched {job.world_size}")
+        if not aligned:
+            set_seed(job.seed)
+
+        model = job.task.model.to(accelerator.device)
+        optimizer = job.make_optimizer(model.parameters())
+        scheduler = job.make_scheduler(optimizer)
+        loss_fn = job.task.loss_fn
+        train_set = job.task.train_set
+        if aligned:
+            sampler = _GlobalOrder(job)
+            train_dl = DataLoader(train_set, batch_size=job.batch_size, sampler=sampler, drop_last=True,
+                                  num_workers=job.num_workers)
+            net, opt, sched, train_dl = accelerator.prepare(model, optimizer, scheduler, train_dl)
+            val_dl = None
+        else:
+            sampler = None
+            train_dl = DataLoader(train_set, batch_size=job.batch_size, shuffle=True, num_workers=job.num_workers)
+            val_dl = DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
+            net, opt, train_dl, val_dl, sched = accelerator.prepare(model, optimizer, train_dl, val_dl, scheduler)
+
+        step, epoch, batch_in_epoch = 0, 0, 0
+        if job.resume_from:
+            step, epoch, batch_in_epoch = self._load(job, accelerator)
+        if aligned:
+            self._check_order(job, train_dl, sampler, epoch)
+        self._record(job, accelerator, net, train_dl, settings, step)
+
+        batches_per_epoch = len(train_dl)
+        model.train()
+        while step < job.max_steps:
+            train_dl.set_epoch(epoch)
+            if aligned:
+                sampler.set_epoch(epoch)   # a skipping DataLoader may not forward set_epoch to the sampler
+            batches = accelerator.skip_first_batches(train_dl, batch_in_epoch) if batch_in_epoch else train_dl
+            for x, y in batches:
+                with accelerator.accumulate(net):
+                    if aligned:
+                        with accelerator.autocast():
+                            loss = loss_fn(net(x), y)
+                    else:
+                        loss = loss_fn(net(x), y)
+                    accelerator.backward(loss)
+                    if accelerator.sync_gradients and job.grad_clip is not None:
+                        accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
+                    opt.step()
+                    if aligned:
+                        opt.zero_grad(set_to_none=True)
+                        if accelerator.sync_gradients:
+                            sched.step()
+                    else:
+                        sched.step()
+                        opt.zero_grad()
+                batch_in_epoch += 1
+                if not accelerator.sync_gradients:
+                    continue
+                step += 1
+                if job.should_validate(step):
+                    self._validate(job, accelerator, model if aligned else net, val_dl)
+                if job.should_checkpoint(step):
+                    at_end = batch_in_epoch == batches_per_epoch
+                    self._save(job, accelerator, step, epoch + at_end, 0 if at_end else batch_in_epoch)
+                if step >= job.max_steps:
+                    break
+            else:
+                epoch, batch_in_epoch = epoch + 1, 0
+        accelerator.wait_for_everyone()
+        self._effective["scaler"] = ({"enabled": True, "scale": float(accelerator.scaler.get_scale())}
+                                     if accelerator.scaler is not None else None)
+        self._effective["final_step"] = step
+
+    def _check_order(self, job: TrainJob, train_dl, sampler: _GlobalOrder, epoch: int) -> None:
+        """Accelerate's sharding of the global order must reproduce evalkit's per-rank order."""
+        sampler.set_epoch(epoch)
+        got = [i for batch in train_dl.batch_sampler for i in batch]
+        want = job.train_sampler(epoch).rank_indices(epoch).tolist()
+        if got != want:
+            raise RuntimeError("accelerate's batch sharding no longer yields evalkit's per-rank order "
+                               f"(rank {job.rank}, epoch {epoch}); the aligned data order cannot be kept")
+
+    @torch.no_grad()
+    def _validate(self, job: TrainJob, accelerator, model: torch.nn.Module, val_dl) -> None:
+        """Forward the validation split in eval mode; evalkit's observers compute the metrics."""
+        model.eval()
+        if val_dl is None:      # aligned: evalkit's shards, as the baseline
+            for x, _ in job.val_loader():
+                with accelerator.autocast():
+                    model(x.to(accelerator.device, non_blocking=True))
+        else:                   # defaults: the prepared (Accelerate-sharded) validation loader
+            for x, _ in val_dl:
+                model(x)
+        model.train()
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save(self, job: TrainJob, accelerator, step: int, epoch: int, batch_in_epoch: int) -> None:
+        out = os.path.join(job.ckpt_dir, f"step_{step:08d}")
+        accelerator.save_state(out, safe_serialization=True)
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            tmp = os.path.join(out, f"{POSITION_FILE}.tmp")
+            with open(tmp, "w") as fh:
+                json.dump({"format": POSITION_FORMAT, "step": step, "epoch": epoch,
+                           "batch_in_epoch": batch_in_epoch, "mode": self.mode,
+                           "world_size": job.world_size, "grad_accum": job.grad_accum}, fh)
+            os.replace(tmp, os.path.join(out, POSITION_FILE))
+        accelerator.wait_for_everyone()
+
+    def _load(self, job: TrainJob, accelerator) -> tuple[int, int, int]:
+        state_dir = resolve_state_dir(job.resume_from)
+        with open(os.path.join(state_dir, POSITION_FILE)) as fh:
+            position = json.load(fh)
+        if position.get("format") != POSITION_FORMAT:
+            raise CorruptCheckpoint(f"{state_dir}: unknown position format {position.get('format')!r}")
+        accelerator.load_state(state_dir)
+        self._effective["resumed_from"] = os.path.abspath(state_dir)
+        self._effective["resumed_position"] = position
+        return position["step"], position["epoch"], position["batch_in_epoch"]
+
+    # ------------------------------------------------------------------ effective config
+    def _record(self, job: TrainJob, accelerator, net, train_dl, settings: dict, start_step: int) -> None:
+        import accelerate
+
+        state = accelerator.state
+        grad_state = accelerator.gradient_state
+        report: dict[str, Any] = {
+            "wrapper": "accelerate", "version": accelerate.__version__, "mode": self.mode,
+            "loop": "hand-written Accelerate loop (adapters/accelerate_loop.py)",
+            "distributed_type": str(accelerator.distributed_type),
+            "backend": getattr(state, "backend", None),
+            "num_processes": accelerator.num_processes, "process_index": accelerator.process_index,
+            "local_process_index": accelerator.local_process_index, "device": str(accelerator.device),
+            "mixed_precision": accelerator.mixed_precision, "native_amp": accelerator.native_amp,
+            "autocast_dtype": str(job.precision.autocast_dtype) if job.precision.autocast_dtype else None,
+            "grad_scaler": accelerator.scaler is not None,
+            "gradient_accumulation_steps": accelerator.gradient_accumulation_steps,
+            "gradient_state": dict(grad_state.plugin_kwargs),
+            "split_batches": accelerator.split_batches,
+            "dataloader_config": _as_dict(getattr(accelerator, "dataloader_config", None)),
+            "step_scheduler_with_optimizer": accelerator.step_scheduler_with_optimizer,
+            "rng_types": list(accelerator.rng_types or []),
+            "ddp_kwargs": accelerator.ddp_handler.to_dict() if accelerator.ddp_handler is not None else None,
+            "scaler_kwargs": (accelerator.scaler_handler.to_dict()
+                              if accelerator.scaler_handler is not None else None),
+            "model_wrapper": type(net).__name__,
+            "project_configuration": _as_dict(accelerator.project_configuration),
+            "train_batches_per_epoch_per_rank": len(train_dl),
+            "torch_num_threads": torch.get_num_threads(),
+            "state": repr(state),
+            "max_steps": job.max_steps, "val_every": job.val_every, "ckpt_every": job.ckpt_every,
+            "grad_clip": job.grad_clip, "start_step": start_step, "world_size": job.world_size,
+            "checkpoint_format": "accelerate save_state directory step_XXXXXXXX/ (model.safetensors, "
+                                 "optimizer.bin, scheduler.bin, scaler.pt, random_states_<rank>.pkl) + "
+                                 f"{POSITION_FILE}",
+            "checkpoint_loading": "load_state: safetensors for the model, torch.load(weights_only=True) for "
+                                  "optimizer/scheduler/scaler/RNG; the position file is JSON",
+            "known_deviations": [
+                "accelerator.backward divides each micro-batch loss by gradient_accumulation_steps, also in a "
+                "shorter last window of an epoch (baseline: by the window's actual size)",
+                "mixed precision: the model's forward returns fp32 outputs (convert_outputs_to_fp32)",
+            ],
+        }
+        if accelerator.distributed_type.value == "MULTI_CPU" and accelerator.num_processes == 1:
+            report["known_deviations"].append(
+                "CPU with torch elastic variables: DistributedType.MULTI_CPU even for one process, so the model "
+                "is wrapped in a one-process DDP")
+        if accelerator.distributed_type.value == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"):
+            report["known_deviations"].append(
+                "MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to physical cores / "
+                "local processes (see torch_num_threads)")
+        if self.mode == "defaults":
+            report["known_deviations"] += [
+                "defaults: shuffle=True DataLoader (Accelerate-synchronised RandomSampler), not evalkit's order",
+                "defaults: the prepared scheduler steps num_processes times per optimizer step and not at all "
+                "when GradScaler skips a step",
+                "defaults: set_seed(seed) reseeds the process after the task was built",
+                "defaults: validation on the prepared (sharded, even_batches-padded) validation loader",
+            ]
+        else:
+            report["explicit_settings"] = settings
+        self._effective.update(report)

@@ -1,0 +1,360 @@
+"""🤗 transformers `Trainer` + `TrainingArguments` on an evalkit task.
+
+evalkit's model instance is wrapped in a plain `nn.Module` (`TaskModule`) whose `forward(x, labels)` calls the
+task model and evalkit's loss module and returns `{"loss": ..., "logits": ...}`; a collator turns evalkit's
+`(x, y)` samples into `{"x": ..., "labels": ...}`. evalkit's optimizer and scheduler go in through
+`optimizers=(optimizer, scheduler)`; `report_to="none"`; the hub is never contacted (`HF_HUB_OFFLINE=1` is set
+before transformers is imported); everything is written under `job.ckpt_dir` (the Trainer's `output_dir`).
+Nothing of the Trainer is monkeypatched: the only customisation is `EvalkitTrainer`, which overrides the two
+methods the Trainer documents for subclassing data loading (`get_train_dataloader`, `get_eval_dataloader`),
+and only in `aligned` mode.
+
+Processes: evalkit's launcher starts the ranks with torch elastic variables; `TrainingArguments` builds
+Accelerate's `PartialState` from them (with `use_cpu=True` on CPU, which is what makes a CPU run
+distributed at all) and the Trainer wraps the model in DDP. It never spawns processes.
+
+Modes
+- `aligned`: every `TrainingArguments` knob that touches the baseline's semantics is set explicitly
+  (`explicit_settings` in the effective config):
+  * data order: `get_train_dataloader` returns `accelerator.prepare(DataLoader(train_set,
+    sampler=_GlobalOrder, drop_last=True))`: evalkit's global order, which Accelerate's batch sharding
+    (`split_batches=False`, `even_batches=True`, `use_seedable_sampler=False`) turns into evalkit's per-rank
+    order (checked at set-up). On resume the sampler starts at the epoch the Trainer resumes in (the
+    Trainer's `set_epoch` does not reach a sampler under the skipping DataLoader at world size > 1);
+    `ignore_data_skip=False`, so the Trainer skips the batches already trained in that epoch;
+  * step units: `max_steps` counts optimizer steps; `eval_steps`/`save_steps` = `val_every`/`ckpt_every`
+    (`max_steps` when 0) with the step strategies, which also evaluate and save at the last step;
+  * accumulation: `gradient_accumulation_steps`; the Trainer ends a window at the end of the epoch and
+    divides each micro-batch loss by the window's actual size (`current_gradient_accumulation_steps`) as
+    the baseline does, because the model does not take loss kwargs and `average_tokens_across_devices=False`;
+  * clipping: `max_grad_norm` (0 = off), applied by `accelerator.clip_grad_norm_` after unscaling;
+  * scheduler: evalkit's, passed in and stepped by the Trainer once per optimizer step;
+  * precision: `bf16` / `fp16`; fp16 on CPU (which the Trainer silently runs in fp32) is refused;
+  * DDP: `ddp_backend` gloo/NCCL, `ddp_find_unused_parameters=False` (the Trainer's default for a
+    non-`PreTrainedModel` is True), `ddp_broadcast_buffers=True`, `ddp_bucket_cap_mb=25`;
+  * seeding: `seed=job.seed` (the Trainer always calls `set_seed(seed)` in `__init__`; evalkit already
+    seeded, so this re-seeds the global RNGs after the task was built: no effect on the data order,
+    which is evalkit's, nor on these tasks, which draw no random numbers while training);
+  * validation: `get_eval_dataloader` returns evalkit's validation shards (`job.val_loader()`'s sampler),
+    not re-sharded; `prediction_loss_only=True`; the Trainer calls the model in eval mode under no_grad
+    and also reports its own `eval_loss` (kept in the effective config's `log_history`);
+  * checkpoints: `output_dir=ckpt_dir/checkpoint-<step>` with model (safetensors), optimizer, scheduler,
+    scaler, RNG state per rank and `trainer_state.json`; resume: `train(resume_from_checkpoint=...)`.
+- `defaults`: the quick start: `TrainingArguments(output_dir, per_device_*_batch_size,
+  gradient_accumulation_steps, max_steps, max_grad_norm, bf16/fp16, use_cpu, eval_strategy="steps",
+  eval_steps, save_strategy="steps", save_steps, report_to="none")`, `Trainer(model, args, train_dataset,
+  eval_dataset, data_collator, optimizers=(optimizer, scheduler))`. Decision: the optimizer AND scheduler
+  are evalkit's in both modes (the recipe under test stays the same object); a user who instead
+  translated the recipe into `lr_scheduler_type`/`warmup_steps` would get the Trainer's warm-up, which
+  starts at lr 0 (one step behind evalkit's `(s + 1) / warmup`). Everything else is the Trainer's: its
+  seedable random sampler seeded with `seed=42` (the default, so every evalkit seed gets the same data
+  order), its sharded, padded evaluation loader, `find_unused_parameters=True` DDP, pinned memory, tqdm.
+
+Known differences that no documented option removes (`known_deviations`):
+- the Trainer skips `lr_scheduler.step()` when GradScaler skipped the optimizer step (fp16); the baseline
+  steps the scheduler anyway;
+- distributed evaluation gathers the loss after every batch, so ranks must see equal numbers of validation
+  batches; in aligned mode a validation split whose evalkit shards give ranks unequal batch counts is
+  refused (UnsupportedCombination);
+- the Trainer loads the model state with `load_state_dict(strict=False)`;
+- resumed from a checkpoint at or past `max_steps`, `Trainer.train()` still takes one optimizer step before
+  it checks `max_steps` (aligned mode then does not call `train()`; defaults mode does, as a user would).
+
+Checkpoint loading: transformers loads the model with safetensors and optimizer, scheduler, scaler and RNG
+with `torch.load(weights_only=True)`; `training_args.bin` (a pickle of the arguments) is written but never
+loaded on resume; `trainer_state.json` is JSON.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+os.environ["HF_HUB_OFFLINE"] = "1"              # before transformers/huggingface_hub are imported
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Sampler
+
+from evalkit.checkpoint import CorruptCheckpoint
+from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, require
+from evalkit.data import ValSampler
+
+
+class TaskModule(nn.Module):
+    """The Trainer-facing model: evalkit's model + evalkit's loss module, returning a dict with the loss."""
+
+    def __init__(self, model: nn.Module, loss_fn: nn.Module):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        logits = self.model(x)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = self.loss_fn(logits, labels)
+        return out
+
+
+def collate(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """evalkit's (x, y) samples -> the keyword arguments of `TaskModule.forward`."""
+    xs, ys = zip(*samples)
+    return {"x": torch.stack(xs), "labels": torch.stack(ys)}
+
+
+class _GlobalOrder(Sampler[int]):
+    """evalkit's epoch order seen from all ranks (global batch after global batch); Accelerate's batch
+    sharding gives rank r the r-th `batch_size` slice of each global batch, i.e. evalkit's per-rank order."""
+
+    def __init__(self, job: TrainJob, epoch: int = 0):
+        self.reference = job.train_sampler()
+        self.world_size = job.world_size
+        self.epoch = epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.reference.batches_per_epoch * self.reference.batch_size * self.world_size
+
+    def __iter__(self):
+        return iter(self.reference.epoch_order(self.epoch)[: len(self)].tolist())
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def resolve_checkpoint(path: str) -> str:
+    """`path` itself when it is a Trainer checkpoint (has trainer_state.json); else its latest checkpoint-*."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if os.path.isfile(os.path.join(path, "trainer_state.json")):
+        return path
+    last = get_last_checkpoint(path) if os.path.isdir(path) else None
+    if last is None:
+        raise CorruptCheckpoint(f"{path} is neither a transformers Trainer checkpoint (no trainer_state.json) "
+                                "nor a directory holding checkpoint-* ; check resume_from")
+    return last
+
+
+def _trainer_class():
+    from transformers import Trainer
+
+    class EvalkitTrainer(Trainer):
+        """Overrides only the documented data-loading hooks, and only when given evalkit's order."""
+
+        evalkit_job: TrainJob | None = None
+        evalkit_sampler: _GlobalOrder | None = None
+
+        def get_train_dataloader(self) -> DataLoader:
+            if self.evalkit_sampler is None:
+                return super().get_train_dataloader()
+            loader = DataLoader(self.train_dataset, batch_size=self._train_batch_size, sampler=self.evalkit_sampler,
+                                drop_last=True, collate_fn=self.data_collator,
+                                num_workers=self.args.dataloader_num_workers,
+                                pin_memory=self.args.dataloader_pin_memory)
+            return self.accelerator.prepare(loader)
+
+        def get_eval_dataloader(self, eval_dataset=None) -> DataLoader:
+            job = self.evalkit_job
+            if job is None or eval_dataset is not None:
+                return super().get_eval_dataloader(eval_dataset)
+            return DataLoader(job.task.val_set, batch_size=job.batch_size, sampler=job.val_loader().sampler,
+                              collate_fn=self.data_collator, num_workers=self.args.dataloader_num_workers,
+                              pin_memory=self.args.dataloader_pin_memory)
+
+    return EvalkitTrainer
+
+
+class HFTrainerAdapter:
+    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
+        require("transformers", "hf")
+        require("accelerate", "hf")
+        if mode not in ("aligned", "defaults"):
+            raise ValueError(f"mode={mode!r} is not one of aligned, defaults")
+        self.mode = mode
+        self.options = dict(options or {})
+        self._effective: dict[str, Any] = {}
+
+    def versions(self) -> dict[str, str]:
+        return distribution_versions("transformers", "accelerate", "torch", "safetensors", "huggingface-hub")
+
+    def effective_config(self) -> dict[str, Any]:
+        return _jsonable(self._effective)
+
+    # ------------------------------------------------------------------ arguments
+    def _arguments(self, job: TrainJob) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(TrainingArguments kwargs, the explicit settings among them) for this job and mode."""
+        cpu = job.device.type == "cpu"
+        required = {   # what the job asks for: set in both modes
+            "output_dir": job.ckpt_dir, "per_device_train_batch_size": job.batch_size,
+            "per_device_eval_batch_size": job.batch_size, "gradient_accumulation_steps": job.grad_accum,
+            "max_steps": job.max_steps, "max_grad_norm": job.grad_clip if job.grad_clip is not None else 0.0,
+            "bf16": job.precision.name == "bf16_mixed", "fp16": job.precision.name == "fp16_mixed",
+            "use_cpu": cpu, "eval_strategy": "steps", "eval_steps": job.val_every or job.max_steps,
+            "save_strategy": "steps", "save_steps": job.ckpt_every or job.max_steps, "report_to": "none",
+        }
+        if self.mode == "defaults":
+            return required, {}
+        explicit = {
+            "seed": job.seed, "full_determinism": False, "data_seed": None,
+            "dataloader_drop_last": True, "dataloader_num_workers": job.num_workers,
+            "dataloader_pin_memory": False, "dataloader_persistent_workers": False,
+            "remove_unused_columns": False, "label_names": ["labels"],
+            "average_tokens_across_devices": False, "label_smoothing_factor": 0.0,
+            "ignore_data_skip": False, "eval_delay": 0, "eval_on_start": False,
+            "prediction_loss_only": True, "eval_accumulation_steps": None,
+            "save_total_limit": None, "save_only_model": False, "save_on_each_node": False,
+            "load_best_model_at_end": False, "restore_callback_states_from_checkpoint": False,
+            "logging_strategy": "steps", "logging_steps": job.val_every or job.max_steps,
+            "logging_first_step": False, "logging_nan_inf_filter": False, "disable_tqdm": True,
+            "ddp_backend": "gloo" if cpu else "nccl", "ddp_find_unused_parameters": False,
+            "ddp_broadcast_buffers": True, "ddp_bucket_cap_mb": 25, "ddp_static_graph": False,
+            "torch_compile": False, "activation_checkpointing": False, "torch_empty_cache_steps": None,
+            "neftune_noise_alpha": None, "auto_find_batch_size": False, "tf32": None,
+            "accelerator_config": {"split_batches": False, "dispatch_batches": False, "even_batches": True,
+                                   "use_seedable_sampler": False, "non_blocking": False,
+                                   "gradient_accumulation_kwargs": {"sync_each_batch": False}},
+        }
+        return {**required, **explicit}, {**required, **explicit}
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, job: TrainJob) -> None:
+        require("transformers", "hf")
+        require("accelerate", "hf")
+        from transformers import TrainingArguments
+
+        aligned = self.mode == "aligned"
+        kwargs, explicit = self._arguments(job)
+        args = TrainingArguments(**kwargs)
+
+        model = job.task.model.to(job.device)
+        wrapper = TaskModule(model, job.task.loss_fn)
+        optimizer = job.make_optimizer(model.parameters())
+        scheduler = job.make_scheduler(optimizer)
+        trainer_cls = _trainer_class()
+        trainer = trainer_cls(model=wrapper, args=args, train_dataset=job.task.train_set,
+                              eval_dataset=job.task.val_set, data_collator=collate,
+                              optimizers=(optimizer, scheduler))
+        accelerator = trainer.accelerator
+        if aligned and job.precision.autocast_dtype is not None and not accelerator.native_amp:
+            raise UnsupportedCombination(
+                f"transformers Trainer does not autocast {job.precision.name} on {accelerator.device.type} "
+                "(it would silently run fp32); refused in aligned mode")
+        if aligned and args.world_size != job.world_size:
+            raise UnsupportedCombination(
+                f"the Trainer sees world size {args.world_size}, evalkit launched {job.world_size}")
+
+        resume = resolve_checkpoint(job.resume_from) if job.resume_from else None
+        start_step = 0
+        if resume is not None:
+            with open(os.path.join(resume, "trainer_state.json")) as fh:
+                start_step = int(json.load(fh)["global_step"])
+        if aligned:
+            self._check_val_shards(job)
+            trainer.evalkit_job = job
+            trainer.evalkit_sampler = _GlobalOrder(job)
+            bpe = job.train_sampler().batches_per_epoch
+            start_epoch = start_step // max(1, math.ceil(bpe / job.grad_accum))   # the Trainer's epochs_trained
+            self._check_order(job, trainer, start_epoch)
+            trainer.evalkit_sampler.set_epoch(start_epoch)
+
+        self._record(job, trainer, args, explicit, resume, start_step)
+        if aligned and start_step >= job.max_steps:
+            # Trainer.train() checks max_steps only after an optimizer step: resumed at or past max_steps it
+            # would still take one more step. The baseline takes none, so neither does aligned mode.
+            self._effective["skipped_train"] = f"resumed at step {start_step} >= max_steps {job.max_steps}"
+        else:
+            trainer.train(resume_from_checkpoint=resume)
+        accelerator.wait_for_everyone()
+        self._effective["trainer_state"] = _jsonable(vars(trainer.state))
+        self._effective["final_step"] = trainer.state.global_step if "skipped_train" not in self._effective \
+            else start_step
+
+    def _check_order(self, job: TrainJob, trainer, epoch: int) -> None:
+        """Accelerate's sharding of the global order must reproduce evalkit's per-rank order."""
+        loader = trainer.get_train_dataloader()
+        trainer.evalkit_sampler.set_epoch(epoch)
+        got = [i for batch in loader.batch_sampler for i in batch]
+        want = job.train_sampler(epoch).rank_indices(epoch).tolist()
+        if got != want:
+            raise RuntimeError("accelerate's batch sharding no longer yields evalkit's per-rank order "
+                               f"(rank {job.rank}, epoch {epoch}); the aligned data order cannot be kept")
+
+    @staticmethod
+    def _check_val_shards(job: TrainJob) -> None:
+        n = len(job.task.val_set)
+        counts = {math.ceil(len(ValSampler(n, r, job.world_size)) / job.batch_size) for r in range(job.world_size)}
+        if len(counts) > 1:
+            raise UnsupportedCombination(
+                f"the Trainer gathers the eval loss after every batch; evalkit's validation shards give the "
+                f"{job.world_size} ranks unequal batch counts {sorted(counts)} (n_val={n}, batch {job.batch_size})")
+
+    # ------------------------------------------------------------------ effective config
+    def _record(self, job: TrainJob, trainer, args, explicit: dict, resume: str | None, start_step: int) -> None:
+        import accelerate
+        import transformers
+
+        accelerator = trainer.accelerator
+        report: dict[str, Any] = {
+            "wrapper": "transformers.Trainer", "version": transformers.__version__,
+            "accelerate_version": accelerate.__version__, "mode": self.mode,
+            "trainer_class": type(trainer).__name__,
+            "overridden_methods": (["get_train_dataloader", "get_eval_dataloader"]
+                                   if self.mode == "aligned" else []),
+            "training_arguments": args.to_dict(),
+            "world_size": args.world_size, "process_index": args.process_index,
+            "parallel_mode": str(args.parallel_mode), "device": str(args.device), "n_gpu": args.n_gpu,
+            "accelerator": {
+                "distributed_type": str(accelerator.distributed_type),
+                "backend": getattr(accelerator.state, "backend", None),
+                "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision,
+                "native_amp": accelerator.native_amp, "grad_scaler": accelerator.scaler is not None,
+                "gradient_accumulation_steps": accelerator.gradient_accumulation_steps,
+                "gradient_state": dict(accelerator.gradient_state.plugin_kwargs),
+                "dataloader_config": str(getattr(accelerator, "dataloader_config", None)),
+                "ddp_kwargs": accelerator.ddp_handler.to_dict() if accelerator.ddp_handler is not None else None,
+                "state": repr(accelerator.state),
+            },
+            "model_accepts_loss_kwargs": getattr(trainer, "model_accepts_loss_kwargs", None),
+            "label_names": getattr(trainer, "label_names", None),
+            "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
+            "torch_num_threads": torch.get_num_threads(),
+            "max_steps": job.max_steps, "val_every": job.val_every, "ckpt_every": job.ckpt_every,
+            "grad_clip": job.grad_clip, "start_step": start_step,
+            "resumed_from": os.path.abspath(resume) if resume else None,
+            "checkpoint_format": "output_dir/checkpoint-<step>/: model.safetensors, optimizer.pt, scheduler.pt, "
+                                 "scaler.pt (fp16), rng_state[_<rank>].pth, trainer_state.json, training_args.bin",
+            "checkpoint_loading": "safetensors for the model (load_state_dict strict=False), "
+                                  "torch.load(weights_only=True) for optimizer/scheduler/scaler/RNG; "
+                                  "training_args.bin (pickle) is not loaded on resume",
+            "known_deviations": [
+                "the scheduler is not stepped when GradScaler skips an optimizer step (fp16)",
+                "the model state is loaded with load_state_dict(strict=False)",
+                "TrainingArguments re-seeds the process with set_seed(args.seed) after evalkit built the task",
+                "resumed from a checkpoint at or past max_steps, Trainer.train() still takes one optimizer step "
+                "(aligned mode does not call train() then)",
+            ],
+        }
+        if accelerator.distributed_type.value == "MULTI_CPU" and accelerator.num_processes == 1:
+            report["known_deviations"].append(
+                "CPU with torch elastic variables: Accelerate reports MULTI_CPU for one process, so the model is "
+                "wrapped in a one-process DDP")
+        if accelerator.distributed_type.value == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"):
+            report["known_deviations"].append(
+                "MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to physical cores / "
+                "local processes (see torch_num_threads)")
+        if self.mode == "defaults":
+            report["known_deviations"] += [
+                "defaults: the Trainer's seedable random sampler seeded with seed=42 (TrainingArguments default): "
+                "the same data order for every evalkit seed",
+                "defaults: the Trainer's sharded, even_batches-padded evaluation loader",
+                "defaults: DDP with find_unused_parameters=True (the Trainer's default for a plain nn.Module)",
+            ]
+        else:
+            report["explicit_settings"] = explicit
+        self._effective.update(report)

@@ -1,0 +1,43 @@
+"""Every adapter x {fp32, bf16_mixed} on one process, and every wrapper in fp32 on two gloo processes:
+each run FINISHED, with the same metric names and the effective-config artifact."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import job_runs, run_evalkit
+
+pytestmark = pytest.mark.slow
+TRAINERS = ["baseline", "lightning", "fabric", "accelerate", "hf_trainer", "ignite"]
+SMALL = ["task.n_train=256", "task.n_val=64", "train.max_steps=10", "train.val_every=5"]
+
+
+def _check(workdir, expected: int) -> None:
+    client, runs = job_runs(workdir)
+    jobs = [r for r in runs if r.data.tags.get("evalkit.role") == "job"]
+    assert len(jobs) == expected
+    failed = {r.info.run_name: r.data.tags.get("evalkit.failure_reason") for r in jobs if r.info.status != "FINISHED"}
+    assert not failed, failed
+    names = {frozenset(k for k in r.data.metrics if not k.startswith("perf/peak_mem_bytes_rank")) for r in jobs}
+    assert len(names) == 1, names                      # one vocabulary of metrics for every wrapper
+    assert {"train/loss", "train/lr", "train/grad_norm", "val/mse", "val/loss", "perf/samples_per_s"} <= set(next(iter(names)))
+    for run in jobs:
+        effective = json.load(open(client.download_artifacts(run.info.run_id, "evalkit/effective_config.json")))
+        assert effective, run.info.run_name
+        assert run.data.tags["evalkit.observed_precision"] == \
+            {"fp32": "float32", "bf16_mixed": "bfloat16"}[run.data.tags["evalkit.precision"]], run.info.run_name
+
+
+def test_every_adapter_in_fp32_and_bf16_on_one_process(workdir):
+    proc = run_evalkit(workdir, f"trainer={','.join(TRAINERS)}", "precision=fp32,bf16_mixed", *SMALL,
+                       multirun=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check(workdir, 2 * len(TRAINERS))
+
+
+def test_every_wrapper_in_fp32_on_two_processes(workdir):
+    proc = run_evalkit(workdir, f"trainer={','.join(TRAINERS[1:])}", "distributed=ddp", "distributed.world_size=2",
+                       *SMALL, multirun=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check(workdir, len(TRAINERS) - 1)
