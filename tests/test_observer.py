@@ -56,7 +56,8 @@ def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path):
     assert steps[0]["lr"] == [0.1] and abs(steps[1]["lr"][0] - 0.1 / 3) < 1e-12
     (val,) = [r for r in records if r["kind"] == "val"]
     assert val["step"] == 3 and val["count"] == 16 and val["unattributed"] == 0
-    expected = float(((task.model(task.val_set.tensors[0]) - task.val_set.tensors[1]) ** 2).mean())
+    with torch.no_grad():
+        expected = float(((task.model(task.val_set.tensors[0]) - task.val_set.tensors[1]) ** 2).mean())
     assert abs(val["value"] - expected) < 1e-6
     assert summary["observed_dtypes"] == {"float32": 6}
 
