@@ -35,8 +35,9 @@ def _compose(overrides: list[str]):
         return compose("config", overrides=overrides)
 
 
-def observer_overhead(task: str, blocks: int, block_steps: int, skip: int) -> tuple[float, float, float]:
-    cfg = _compose([f"task={task}", f"train.max_steps={block_steps}", "train.val_every=0"])
+def observer_overhead(task: str, blocks: int, block_steps: int, skip: int,
+                      overrides: list[str]) -> tuple[float, float, float]:
+    cfg = _compose([f"task={task}", f"train.max_steps={block_steps}", "train.val_every=0", *overrides])
     task_obj = build_task(cfg)
     stamps: list[float] = []
     clock = register_optimizer_step_post_hook(lambda *a: stamps.append(time.perf_counter()))
@@ -101,13 +102,16 @@ def main() -> None:
     parser.add_argument("--block-steps", type=int, default=60)
     parser.add_argument("--skip", type=int, default=5, help="steps at the start of each block left out")
     parser.add_argument("--points", type=int, default=1000)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for the task, e.g. task.hidden=256")
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    ratio, with_obs, without = observer_overhead(args.task, args.blocks, args.block_steps, args.skip)
-    print(f"observer overhead on {args.task} (caliber hw=cpu|bs=32|accum=1|prec=fp32|ws=1, "
-          f"{args.blocks}x{args.block_steps} steps per variant, ABBA-interleaved):")
+    ratio, with_obs, without = observer_overhead(args.task, args.blocks, args.block_steps, args.skip,
+                                                 args.overrides)
+    print(f"observer overhead on {args.task} {' '.join(args.overrides)} (caliber hw=cpu|bs=32|accum=1|prec=fp32|"
+          f"ws=1, {args.blocks}x{args.block_steps} steps per variant, ABBA-interleaved):")
     print(f"  median step time observed {with_obs * 1e3:.3f} ms / unobserved {without * 1e3:.3f} ms"
-          f" = ratio {ratio:.4f}  (target <= 1.02: {'PASS' if ratio <= 1.02 else 'MISS'})")
+          f" = ratio {ratio:.4f}  (target <= 1.02: {'PASS' if ratio <= 1.02 else 'MISS'}); "
+          f"observers cost {(with_obs - without) * 1e3:+.3f} ms per step")
     speedup, ship, naive = shipping_cost(args.points)
     print(f"shipping {args.points} metric points to SQLite: evalkit {ship * 1e6:.1f} us/point, "
           f"log_metric {naive * 1e6:.1f} us/point = {speedup:.1f}x cheaper "
