@@ -63,6 +63,9 @@ def preflight(cfg: DictConfig) -> str | None:
 
         if not torch.cuda.is_available():
             return "hardware=cuda but no CUDA device is visible: use hardware=cpu or hardware=auto"
+        if torch.cuda.device_count() < cfg.distributed.world_size:
+            return (f"distributed.world_size={cfg.distributed.world_size} needs one CUDA device per rank, "
+                    f"{torch.cuda.device_count()} visible (NCCL refuses two ranks on one device)")
     return None
 
 
