@@ -139,9 +139,14 @@ class AccelerateAdapter:
     # ------------------------------------------------------------------ set-up
     def _accelerator(self, job: TrainJob):
         from accelerate import Accelerator
-        from accelerate.utils import (DataLoaderConfiguration, DistributedDataParallelKwargs,
-                                      GradientAccumulationPlugin, GradScalerKwargs, InitProcessGroupKwargs,
-                                      ProjectConfiguration)
+        from accelerate.utils import (
+            DataLoaderConfiguration,
+            DistributedDataParallelKwargs,
+            GradientAccumulationPlugin,
+            GradScalerKwargs,
+            InitProcessGroupKwargs,
+            ProjectConfiguration,
+        )
 
         cpu = job.device.type == "cpu"
         mixed = MIXED_PRECISION[job.precision.name]

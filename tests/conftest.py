@@ -45,3 +45,21 @@ def read_records(client, run_id: str, name: str = "steps_rank0.csv") -> list[dic
 @pytest.fixture
 def workdir(tmp_path):
     return tmp_path
+
+
+def ok(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def run_ok(workdir, *overrides: str):
+    """Run evalkit, require success, return (client, the newest run)."""
+    ok(run_evalkit(workdir, *overrides))
+    client, runs = job_runs(workdir)
+    return client, runs[-1]
+
+
+def effective_config(client, run) -> dict:
+    import json
+
+    with open(client.download_artifacts(run.info.run_id, "evalkit/effective_config.json")) as fh:
+        return json.load(fh)

@@ -8,12 +8,10 @@ Runs shared by the assertions (module scope, small task):
 """
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
-
-from conftest import job_runs, read_records, run_evalkit
+from conftest import effective_config, job_runs, read_records, run_evalkit, run_ok
 
 pytest.importorskip("accelerate")
 pytestmark = pytest.mark.slow
@@ -24,38 +22,26 @@ RESUME = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val
           "distributed=ddp", "distributed.world_size=2"]
 
 
-def _run(workdir, *overrides):
-    proc = run_evalkit(workdir, *overrides)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    client, runs = job_runs(workdir)
-    return client, runs[-1]
-
-
-def _effective(client, run) -> dict:
-    with open(client.download_artifacts(run.info.run_id, "evalkit/effective_config.json")) as fh:
-        return json.load(fh)
-
-
 @pytest.fixture(scope="module")
 def aligned(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("accelerate_aligned")
-    client, wrapper = _run(workdir, *TRAINER, *SMALL)
-    _, baseline = _run(workdir, "trainer=baseline", *SMALL)
+    client, wrapper = run_ok(workdir, *TRAINER, *SMALL)
+    _, baseline = run_ok(workdir, "trainer=baseline", *SMALL)
     return client, wrapper, baseline
 
 
 @pytest.fixture(scope="module")
 def bf16(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("accelerate_bf16"), *TRAINER, *SMALL, "precision=bf16_mixed",
+    return run_ok(tmp_path_factory.mktemp("accelerate_bf16"), *TRAINER, *SMALL, "precision=bf16_mixed",
                 "train.grad_accum=2")
 
 
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("accelerate_ddp")
-    client, continuous = _run(workdir, *TRAINER, *RESUME, "train.ckpt_every=20")
+    client, continuous = run_ok(workdir, *TRAINER, *RESUME, "train.ckpt_every=20")
     state_dir = os.path.join(continuous.data.tags["evalkit.checkpoint_dir"], "step_00000020")
-    _, resumed = _run(workdir, *TRAINER, *RESUME, f"resume_from={state_dir}")
+    _, resumed = run_ok(workdir, *TRAINER, *RESUME, f"resume_from={state_dir}")
     return client, continuous, resumed, state_dir
 
 
@@ -63,7 +49,7 @@ def test_fp32_finishes_with_the_baselines_metrics_and_the_effective_config(align
     client, wrapper, baseline = aligned
     assert wrapper.info.status == "FINISHED"
     assert set(wrapper.data.metrics) == set(baseline.data.metrics)
-    eff = _effective(client, wrapper)
+    eff = effective_config(client, wrapper)
     assert eff["wrapper"] == "accelerate" and eff["mode"] == "aligned"
     assert eff["mixed_precision"] == "no" and eff["gradient_accumulation_steps"] == 1
     assert "MULTI_CPU" in eff["distributed_type"] and eff["num_processes"] == 1
@@ -97,7 +83,7 @@ def test_bf16_runs_in_bfloat16_with_two_micro_batches_per_step(aligned, bf16):
     assert "evalkit.precision_mismatch" not in run.data.tags
     steps = read_records(client, run.info.run_id)
     assert len(steps) == 50 and all(r["micro_batches"] == "2" and r["samples"] == "64" for r in steps)
-    eff = _effective(client, run)
+    eff = effective_config(client, run)
     assert eff["mixed_precision"] == "bf16" and eff["native_amp"] is True
     assert eff["gradient_accumulation_steps"] == 2
 
@@ -105,13 +91,13 @@ def test_bf16_runs_in_bfloat16_with_two_micro_batches_per_step(aligned, bf16):
 def test_world_size_two_finishes(ddp):
     client, continuous, _, _ = ddp
     assert continuous.info.status == "FINISHED"
-    eff = _effective(client, continuous)
+    eff = effective_config(client, continuous)
     assert eff["num_processes"] == 2 and eff["backend"] == "gloo" and eff["model_wrapper"] == "DistributedDataParallel"
     val = read_records(client, continuous.info.run_id, "val_rank0.csv")
     assert all(r["ranks"] == "2" and r["samples"] == "128" for r in val)
 
 
-def test_resume_through_save_state_continues_the_run(ddp):
+def test_resume_through_save_state_continues_therun_ok(ddp):
     client, continuous, resumed, state_dir = ddp
     expected = {"evalkit_position.json", "model.safetensors", "optimizer.bin", "scheduler.bin", "random_states_0.pkl"}
     assert expected <= set(os.listdir(state_dir))
@@ -122,7 +108,7 @@ def test_resume_through_save_state_continues_the_run(ddp):
     assert rest[0]["lr"] == full["21"]["lr"]
     # Model, optimizer, scheduler, RNG and data position all come back: the rest of the curve is exact.
     assert [(r["loss"], r["lr"]) for r in rest] == [(full[r["step"]]["loss"], full[r["step"]]["lr"]) for r in rest]
-    assert _effective(client, resumed)["resumed_from"] == os.path.abspath(state_dir)
+    assert effective_config(client, resumed)["resumed_from"] == os.path.abspath(state_dir)
 
 
 def test_fp16_on_cpu_is_refused_in_aligned_mode(tmp_path):

@@ -8,12 +8,10 @@ Runs shared by the assertions (module scope, small task):
 """
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
-
-from conftest import job_runs, read_records, run_evalkit
+from conftest import effective_config, job_runs, read_records, run_evalkit, run_ok
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -25,37 +23,25 @@ RESUME = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val
           "distributed=ddp", "distributed.world_size=2"]
 
 
-def _run(workdir, *overrides):
-    proc = run_evalkit(workdir, *overrides)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    client, runs = job_runs(workdir)
-    return client, runs[-1]
-
-
-def _effective(client, run) -> dict:
-    with open(client.download_artifacts(run.info.run_id, "evalkit/effective_config.json")) as fh:
-        return json.load(fh)
-
-
 @pytest.fixture(scope="module")
 def aligned(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("hf_aligned")
-    client, wrapper = _run(workdir, *TRAINER, *SMALL)
-    _, baseline = _run(workdir, "trainer=baseline", *SMALL)
+    client, wrapper = run_ok(workdir, *TRAINER, *SMALL)
+    _, baseline = run_ok(workdir, "trainer=baseline", *SMALL)
     return client, wrapper, baseline
 
 
 @pytest.fixture(scope="module")
 def bf16(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("hf_bf16"), *TRAINER, *SMALL, "precision=bf16_mixed", "train.grad_accum=2")
+    return run_ok(tmp_path_factory.mktemp("hf_bf16"), *TRAINER, *SMALL, "precision=bf16_mixed", "train.grad_accum=2")
 
 
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("hf_ddp")
-    client, continuous = _run(workdir, *TRAINER, *RESUME, "train.ckpt_every=20")
+    client, continuous = run_ok(workdir, *TRAINER, *RESUME, "train.ckpt_every=20")
     checkpoint = os.path.join(continuous.data.tags["evalkit.checkpoint_dir"], "checkpoint-20")
-    _, resumed = _run(workdir, *TRAINER, *RESUME, f"resume_from={checkpoint}")
+    _, resumed = run_ok(workdir, *TRAINER, *RESUME, f"resume_from={checkpoint}")
     return client, continuous, resumed, checkpoint
 
 
@@ -63,7 +49,7 @@ def test_fp32_finishes_with_the_baselines_metrics_and_the_effective_config(align
     client, wrapper, baseline = aligned
     assert wrapper.info.status == "FINISHED"
     assert set(wrapper.data.metrics) == set(baseline.data.metrics)
-    eff = _effective(client, wrapper)
+    eff = effective_config(client, wrapper)
     assert eff["wrapper"] == "transformers.Trainer" and eff["mode"] == "aligned"
     args = eff["training_arguments"]
     assert args["max_steps"] == 50 and args["eval_steps"] == 25
@@ -98,7 +84,7 @@ def test_bf16_runs_in_bfloat16_with_two_micro_batches_per_step(aligned, bf16):
     assert "evalkit.precision_mismatch" not in run.data.tags
     steps = read_records(client, run.info.run_id)
     assert len(steps) == 50 and all(r["micro_batches"] == "2" and r["samples"] == "64" for r in steps)
-    eff = _effective(client, run)
+    eff = effective_config(client, run)
     assert eff["training_arguments"]["bf16"] is True and eff["accelerator"]["mixed_precision"] == "bf16"
     assert eff["training_arguments"]["gradient_accumulation_steps"] == 2
 
@@ -106,13 +92,13 @@ def test_bf16_runs_in_bfloat16_with_two_micro_batches_per_step(aligned, bf16):
 def test_world_size_two_finishes(ddp):
     client, continuous, _, _ = ddp
     assert continuous.info.status == "FINISHED"
-    eff = _effective(client, continuous)
+    eff = effective_config(client, continuous)
     assert eff["world_size"] == 2 and eff["accelerator"]["num_processes"] == 2
     val = read_records(client, continuous.info.run_id, "val_rank0.csv")
     assert all(r["ranks"] == "2" and r["samples"] == "128" for r in val)
 
 
-def test_resume_from_checkpoint_continues_the_run(ddp):
+def test_resume_from_checkpoint_continues_therun_ok(ddp):
     client, continuous, resumed, checkpoint = ddp
     assert {"trainer_state.json", "model.safetensors", "optimizer.pt", "scheduler.pt"} <= set(os.listdir(checkpoint))
     assert resumed.info.status == "FINISHED"
@@ -122,7 +108,7 @@ def test_resume_from_checkpoint_continues_the_run(ddp):
     assert rest[0]["lr"] == full["21"]["lr"]
     # Model, optimizer, scheduler, RNG and the skipped batches all come back: the rest of the curve is exact.
     assert [(r["loss"], r["lr"]) for r in rest] == [(full[r["step"]]["loss"], full[r["step"]]["lr"]) for r in rest]
-    eff = _effective(client, resumed)
+    eff = effective_config(client, resumed)
     assert eff["resumed_from"] == os.path.abspath(checkpoint) and eff["start_step"] == 20
 
 

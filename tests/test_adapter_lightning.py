@@ -7,26 +7,15 @@ the gradient norm in the optimizer's post-step hook, so the closure does not shi
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 
 import pytest
-
-from conftest import job_runs, read_records, run_evalkit
+from conftest import effective_config, job_runs, ok, read_records, run_evalkit
 
 pytestmark = pytest.mark.slow
 SMALL = ["task.n_train=512", "task.n_val=128", "train.max_steps=50", "train.val_every=25"]
 TRAINER = "trainer=lightning"
-
-
-def effective_config(client, run) -> dict:
-    with open(client.download_artifacts(run.info.run_id, "evalkit/effective_config.json")) as fh:
-        return json.load(fh)
-
-
-def ok(proc) -> None:
-    assert proc.returncode == 0, proc.stderr[-4000:]
 
 
 @pytest.fixture(scope="module")

@@ -61,7 +61,8 @@ def test_equivalent_wrapper_passes_and_shifted_wrapper_deviates_after_holm():
 
 
 def test_disjoint_seeds_are_compared_unpaired_and_may_stay_inconclusive():
-    arms = arms_of(ArmPlan("baseline", seed_sd=0.01), ArmPlan("w", seeds=(10, 11, 12), seed_sd=0.01, metric_shift=0.004))
+    arms = arms_of(ArmPlan("baseline", seed_sd=0.01),
+                   ArmPlan("w", seeds=(10, 11, 12), seed_sd=0.01, metric_shift=0.004))
     c = compare.compare_metric(one(arms, "w"), one(arms, "baseline"), SPEC, 0.05)
     compare.adjust([c], 0.05)
     assert not c.paired and c.n == 3

@@ -5,7 +5,6 @@ import glob
 import os
 
 import pytest
-
 from conftest import job_runs, read_records, run_evalkit
 
 pytestmark = pytest.mark.slow

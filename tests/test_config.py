@@ -5,12 +5,12 @@ import inspect
 from pathlib import Path
 
 import pytest
+from conftest import run_evalkit
 from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from hydra.utils import get_class, get_method
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from conftest import run_evalkit
 from evalkit.config import register_configs
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import job_runs, run_evalkit
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")

@@ -8,7 +8,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import EVALKIT, job_runs, read_records, run_evalkit
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import job_runs, run_evalkit
 
 pytestmark = pytest.mark.slow
@@ -21,7 +20,8 @@ def _check(workdir, expected: int) -> None:
     assert not failed, failed
     names = {frozenset(k for k in r.data.metrics if not k.startswith("perf/peak_mem_bytes_rank")) for r in jobs}
     assert len(names) == 1, names                      # one vocabulary of metrics for every wrapper
-    assert {"train/loss", "train/lr", "train/grad_norm", "val/mse", "val/loss", "perf/samples_per_s"} <= set(next(iter(names)))
+    expected = {"train/loss", "train/lr", "train/grad_norm", "val/mse", "val/loss", "perf/samples_per_s"}
+    assert expected <= set(next(iter(names)))
     for run in jobs:
         effective = json.load(open(client.download_artifacts(run.info.run_id, "evalkit/effective_config.json")))
         assert effective, run.info.run_name

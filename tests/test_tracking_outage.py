@@ -10,8 +10,8 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import EVALKIT
+
 from evalkit.launch import free_port
 
 pytestmark = pytest.mark.slow

@@ -48,12 +48,12 @@ def test_val_sampler_shards_cover_the_split_once():
     assert sorted(sum(shards, [])) == list(range(10))
 
 
-@pytest.mark.parametrize("builder,name", [(mlp_regression, "mlp_regression"), (cnn_classification, "cnn_classification"),
-                                          (tiny_lm, "tiny_lm")])
+@pytest.mark.parametrize("builder,name", [(mlp_regression, "mlp_regression"),
+                                          (cnn_classification, "cnn_classification"), (tiny_lm, "tiny_lm")])
 def test_tasks_are_functions_of_the_seed_and_fingerprints_recover_indices(builder, name):
     cfg = OmegaConf.merge(OmegaConf.structured(TaskConfig), OmegaConf.load(CONF / "task" / f"{name}.yaml"))
     a, b, c = builder(cfg, 5), builder(cfg, 5), builder(cfg, 6)
-    for pa, pb, pc in zip(a.model.parameters(), b.model.parameters(), c.model.parameters()):
+    for pa, pb in zip(a.model.parameters(), b.model.parameters()):
         assert torch.equal(pa, pb)
     assert not all(torch.equal(pa, pc) for pa, pc in zip(a.model.parameters(), c.model.parameters()))
     assert torch.equal(a.train_set.tensors[0], b.train_set.tensors[0])

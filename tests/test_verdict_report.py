@@ -46,7 +46,8 @@ def test_not_run_dimensions_leave_the_score_and_lower_the_coverage():
     weights = load_scenarios()["balanced"]
     full = {d: "pass" for d in weights}
     partial = dict(full, semantics="not run", maintenance="not run")
-    standings = {s.label: s for s in rank({"full": full, "partial": partial, "bad": dict(full, functional="fail")}, weights)}
+    table = {"full": full, "partial": partial, "bad": dict(full, functional="fail")}
+    standings = {s.label: s for s in rank(table, weights)}
     assert standings["partial"].score == 1.0 and standings["partial"].coverage == pytest.approx(5 / 7)
     assert standings["bad"].score == pytest.approx(6 / 7) and standings["bad"].fails == ("functional",)
 

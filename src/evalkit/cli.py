@@ -22,7 +22,7 @@ _failures: list[str] = []
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
 def _app(cfg: DictConfig):
-    from evalkit.job import run_job   # heavy imports after Hydra has parsed the command line
+    from evalkit.job import run_job  # heavy imports after Hydra has parsed the command line
 
     run_dir = HydraConfig.get().runtime.output_dir
     try:

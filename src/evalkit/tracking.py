@@ -10,7 +10,7 @@ from typing import Any, Iterable
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from evalkit.secrets import is_secret_key, REDACTED
+from evalkit.secrets import REDACTED, is_secret_key
 
 DEFAULT_URI_ENV = "EVALKIT_DEFAULT_TRACKING_URI"
 MAX_METRICS_PER_BATCH = 1000

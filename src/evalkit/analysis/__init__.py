@@ -14,8 +14,16 @@ from evalkit.analysis.curves import Band, CurveSet, divergence_band, first_diver
 from evalkit.analysis.noise import Spread, spread
 from evalkit.analysis.planning import seeds_needed, seeds_needed_one_sided
 from evalkit.analysis.records import RunRecord
-from evalkit.analysis.stats import (classify, holm, interval, margin_bound, p_difference,
-                                    p_equivalence, paired_test, welch_test)
+from evalkit.analysis.stats import (
+                                    classify,
+                                    holm,
+                                    interval,
+                                    margin_bound,
+                                    p_difference,
+                                    p_equivalence,
+                                    paired_test,
+                                    welch_test,
+)
 from evalkit.analysis.store import StoreError, read_runs
 
 __all__ = [

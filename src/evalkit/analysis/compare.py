@@ -11,9 +11,22 @@ import numpy as np
 from evalkit.analysis import planning
 from evalkit.analysis.arms import Arm, ArmKey
 from evalkit.analysis.noise import Spread, relative_transform, spread
-from evalkit.analysis.stats import (DEVIATION, EQUIVALENT, INCONCLUSIVE, LogRatioTest, classify, holm,
-                                    interval, margin_bound, p_above, p_below, p_difference,
-                                    p_equivalence, paired_test, welch_test)
+from evalkit.analysis.stats import (
+    DEVIATION,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    LogRatioTest,
+    classify,
+    holm,
+    interval,
+    margin_bound,
+    p_above,
+    p_below,
+    p_difference,
+    p_equivalence,
+    paired_test,
+    welch_test,
+)
 
 WITHIN, OUTSIDE = "within", "outside"
 EQUIVALENCE, BUDGET = "equivalence", "budget"

@@ -4,13 +4,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evalkit.analysis.arms import Arm, ArmKey, baseline_for, group_arms, wrapper_arms
-from evalkit.analysis.compare import (EQUIVALENCE, Budget, Comparison, MetricSpec, adjust,
-                                      compare_budget, compare_metric)
+from evalkit.analysis.compare import EQUIVALENCE, Budget, Comparison, MetricSpec, adjust, compare_budget, compare_metric
 from evalkit.analysis.curves import first_divergence, seed_curves
 from evalkit.analysis.records import RunRecord
 from evalkit.verdict.checks import evidence_warnings
-from evalkit.verdict.dimensions import (DIMENSIONS, DimensionResult, judge_consistency,
-                                        judge_functional, judge_performance, judge_probe)
+from evalkit.verdict.dimensions import (
+    DIMENSIONS,
+    DimensionResult,
+    judge_consistency,
+    judge_functional,
+    judge_performance,
+    judge_probe,
+)
 from evalkit.verdict.scenarios import Standing, load_scenarios, rank
 
 THROUGHPUT, MEMORY = "perf/samples_per_s", "perf/peak_mem_bytes"
