@@ -14,7 +14,7 @@ process, so the model is wrapped in a one-process DDP at world size 1 (recorded 
 Modes
 - `aligned`: every Accelerate knob that touches the baseline's semantics is set explicitly (listed under
   `explicit_settings` in the effective config):
-  * data order: the prepared DataLoader samples evalkit's global order (`_GlobalOrder`: epoch `e`'s
+  * data order: the prepared DataLoader samples evalkit's global order (`GlobalOrderSampler`: epoch `e`'s
     permutation cut into global batches of `batch_size * world_size`) and Accelerate's own batch sharding
     (`split_batches=False`, `even_batches=True`, `dispatch_batches=False`, `use_seedable_sampler=False`,
     `rng_types=[]`) hands rank `r` the `r`-th slice of each global batch, which is exactly evalkit's
@@ -63,41 +63,15 @@ from dataclasses import asdict, is_dataclass
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader
 
 from evalkit.checkpoint import CorruptCheckpoint
-from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, require
+from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, jsonable, require
+from evalkit.data import GlobalOrderSampler
 
 MIXED_PRECISION = {"fp32": "no", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
 POSITION_FILE = "evalkit_position.json"
 POSITION_FORMAT = "evalkit-accelerate/1"
-
-
-class _GlobalOrder(Sampler[int]):
-    """evalkit's epoch order seen from all ranks: global batch after global batch.
-
-    Accelerate's `BatchSamplerShard` then gives rank r the batches r, r + world_size, ... of it, i.e. the
-    r-th `batch_size` slice of every global batch: evalkit's per-rank order (`evalkit.data`). The epoch is
-    set with `set_epoch` (the prepared DataLoader calls it on every pass) or at construction.
-    """
-
-    def __init__(self, job: TrainJob, epoch: int = 0):
-        self.reference = job.train_sampler()
-        self.world_size = job.world_size
-        self.epoch = epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.reference.batches_per_epoch * self.reference.batch_size * self.world_size
-
-    def __iter__(self):
-        return iter(self.reference.epoch_order(self.epoch)[: len(self)].tolist())
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
 
 
 def _as_dict(obj: Any) -> Any:
@@ -134,7 +108,7 @@ class AccelerateAdapter:
         return distribution_versions("accelerate", "torch", "safetensors", "numpy", "huggingface-hub")
 
     def effective_config(self) -> dict[str, Any]:
-        return _jsonable(self._effective)
+        return jsonable(self._effective)
 
     # ------------------------------------------------------------------ set-up
     def _accelerator(self, job: TrainJob):
@@ -219,7 +193,7 @@ class AccelerateAdapter:
         loss_fn = job.task.loss_fn
         train_set = job.task.train_set
         if aligned:
-            sampler = _GlobalOrder(job)
+            sampler = GlobalOrderSampler(job.train_sampler())
             train_dl = DataLoader(train_set, batch_size=job.batch_size, sampler=sampler, drop_last=True,
                                   num_workers=job.num_workers)
             net, opt, sched, train_dl = accelerator.prepare(model, optimizer, scheduler, train_dl)
@@ -280,7 +254,7 @@ class AccelerateAdapter:
                                      if accelerator.scaler is not None else None)
         self._effective["final_step"] = step
 
-    def _check_order(self, job: TrainJob, train_dl, sampler: _GlobalOrder, epoch: int) -> None:
+    def _check_order(self, job: TrainJob, train_dl, sampler: GlobalOrderSampler, epoch: int) -> None:
         """Accelerate's sharding of the global order must reproduce evalkit's per-rank order."""
         sampler.set_epoch(epoch)
         got = [i for batch in train_dl.batch_sampler for i in batch]

@@ -17,7 +17,7 @@ Modes
 - `aligned`: every `TrainingArguments` knob that touches the baseline's semantics is set explicitly
   (`explicit_settings` in the effective config):
   * data order: `get_train_dataloader` returns `accelerator.prepare(DataLoader(train_set,
-    sampler=_GlobalOrder, drop_last=True))`: evalkit's global order, which Accelerate's batch sharding
+    sampler=GlobalOrderSampler, drop_last=True))`: evalkit's global order, which Accelerate's batch sharding
     (`split_batches=False`, `even_batches=True`, `use_seedable_sampler=False`) turns into evalkit's per-rank
     order (checked at set-up). On resume the sampler starts at the epoch the Trainer resumes in (the
     Trainer's `set_epoch` does not reach a sampler under the skipping DataLoader at world size > 1);
@@ -76,11 +76,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader
 
 from evalkit.checkpoint import CorruptCheckpoint
-from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, require
-from evalkit.data import ValSampler
+from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, jsonable, require
+from evalkit.data import GlobalOrderSampler, ValSampler
 
 
 class TaskModule(nn.Module):
@@ -105,29 +105,6 @@ def collate(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch
     return {"x": torch.stack(xs), "labels": torch.stack(ys)}
 
 
-class _GlobalOrder(Sampler[int]):
-    """evalkit's epoch order seen from all ranks (global batch after global batch); Accelerate's batch
-    sharding gives rank r the r-th `batch_size` slice of each global batch, i.e. evalkit's per-rank order."""
-
-    def __init__(self, job: TrainJob, epoch: int = 0):
-        self.reference = job.train_sampler()
-        self.world_size = job.world_size
-        self.epoch = epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.reference.batches_per_epoch * self.reference.batch_size * self.world_size
-
-    def __iter__(self):
-        return iter(self.reference.epoch_order(self.epoch)[: len(self)].tolist())
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
 def resolve_checkpoint(path: str) -> str:
     """`path` itself when it is a Trainer checkpoint (has trainer_state.json); else its latest checkpoint-*."""
     from transformers.trainer_utils import get_last_checkpoint
@@ -148,7 +125,7 @@ def _trainer_class():
         """Overrides only the documented data-loading hooks, and only when given evalkit's order."""
 
         evalkit_job: TrainJob | None = None
-        evalkit_sampler: _GlobalOrder | None = None
+        evalkit_sampler: GlobalOrderSampler | None = None
 
         def get_train_dataloader(self) -> DataLoader:
             if self.evalkit_sampler is None:
@@ -184,7 +161,7 @@ class HFTrainerAdapter:
         return distribution_versions("transformers", "accelerate", "torch", "safetensors", "huggingface-hub")
 
     def effective_config(self) -> dict[str, Any]:
-        return _jsonable(self._effective)
+        return jsonable(self._effective)
 
     # ------------------------------------------------------------------ arguments
     def _arguments(self, job: TrainJob) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -257,7 +234,7 @@ class HFTrainerAdapter:
         if aligned:
             self._check_val_shards(job)
             trainer.evalkit_job = job
-            trainer.evalkit_sampler = _GlobalOrder(job)
+            trainer.evalkit_sampler = GlobalOrderSampler(job.train_sampler())
             bpe = job.train_sampler().batches_per_epoch
             start_epoch = start_step // max(1, math.ceil(bpe / job.grad_accum))   # the Trainer's epochs_trained
             self._check_order(job, trainer, start_epoch)
@@ -271,7 +248,7 @@ class HFTrainerAdapter:
         else:
             trainer.train(resume_from_checkpoint=resume)
         accelerator.wait_for_everyone()
-        self._effective["trainer_state"] = _jsonable(vars(trainer.state))
+        self._effective["trainer_state"] = jsonable(vars(trainer.state))
         self._effective["final_step"] = trainer.state.global_step if "skipped_train" not in self._effective \
             else start_step
 

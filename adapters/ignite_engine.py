@@ -56,7 +56,6 @@ already reached `max_iters` starts it again from iteration 0 (Ignite's `Engine.r
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -66,7 +65,7 @@ from typing import Any
 import torch
 
 from evalkit.checkpoint import CorruptCheckpoint, capture_rng, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, require
+from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, jsonable, require
 
 _CKPT = re.compile(r"(?:step|checkpoint)_(\d+)\.pt$")
 
@@ -108,10 +107,6 @@ class _Windows:
             position += size
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
 def resolve_checkpoint(path: str) -> str:
     """`path` itself when it is a file; else the highest-step Ignite checkpoint inside the directory."""
     if os.path.isfile(path):
@@ -137,7 +132,7 @@ class IgniteAdapter:
         return distribution_versions("pytorch-ignite", "torch")
 
     def effective_config(self) -> dict[str, Any]:
-        return _jsonable(self._effective)
+        return jsonable(self._effective)
 
     def fit(self, job: TrainJob) -> None:
         require("ignite", "ignite")

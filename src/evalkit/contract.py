@@ -9,6 +9,7 @@ only the wrapper. A third-party adapter is one class with the three methods of `
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Protocol, runtime_checkable
@@ -115,6 +116,11 @@ class AdapterUnavailable(RuntimeError):
 
 class UnsupportedCombination(RuntimeError):
     """The wrapper cannot run this combination (e.g. a precision on this hardware); the run is refused."""
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-safe copy of a wrapper's report (anything unknown becomes its string)."""
+    return json.loads(json.dumps(value, default=str))
 
 
 def distribution_versions(*names: str) -> dict[str, str]:

@@ -55,6 +55,28 @@ class OrderedSampler(Sampler[int]):
         return (self.batches_per_epoch - self.start_batch) * self.batch_size
 
 
+class GlobalOrderSampler(Sampler[int]):
+    """evalkit's epoch order seen from all ranks: global batch after global batch.
+
+    For wrappers that shard batches themselves (Accelerate's `BatchSamplerShard` gives rank r the
+    batches r, r + world_size, ... = the r-th `batch_size` slice of every global batch, i.e. exactly
+    `OrderedSampler`'s per-rank order). The epoch comes from `set_epoch` or the constructor.
+    """
+
+    def __init__(self, reference: OrderedSampler, epoch: int = 0):
+        self.reference, self.epoch = reference, epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        ref = self.reference
+        return ref.batches_per_epoch * ref.batch_size * ref.world_size
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.reference.epoch_order(self.epoch)[: len(self)].tolist())
+
+
 class ValSampler(Sampler[int]):
     """The validation split in dataset order, sharded by contiguous blocks across ranks."""
 
