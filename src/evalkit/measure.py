@@ -10,17 +10,19 @@ from __future__ import annotations
 import torch
 
 
-def reset_peak(device: torch.device) -> bool:
-    """Start a peak-memory window; False when the high-water mark could not be reset."""
+def reset_peak(device: torch.device) -> int | None:
+    """Start a peak-memory window. Returns the resident set size at the start (CPU; 0 on CUDA), or None
+    when the high-water mark could not be reset."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-        return True
+        return 0
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
-        return True
     except OSError:
-        return False
+        return None
+    rss = _status_kib("VmRSS")
+    return rss * 1024 if rss is not None else 0
 
 
 def _status_kib(field: str) -> int | None:
@@ -34,12 +36,18 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def read_peak(device: torch.device, window_reset: bool) -> dict:
+def read_peak(device: torch.device, window_start_rss: int | None) -> dict:
+    """The window's peaks. On CPU also the growth over the RSS at the window's start: peak RSS includes
+    everything imported (a wrapper's modules), the growth is what training itself added."""
     rss = _status_kib("VmHWM")
+    window_reset = window_start_rss is not None
     out = {
         "peak_rss_bytes": rss * 1024 if rss is not None else None,
         "peak_rss_method": "VmHWM since clear_refs at warm-up end" if window_reset else "VmHWM since start",
     }
+    if window_start_rss and rss is not None:
+        out["window_start_rss_bytes"] = window_start_rss
+        out["peak_rss_growth_bytes"] = rss * 1024 - window_start_rss
     if device.type == "cuda":
         out.update({
             "peak_mem_bytes": torch.cuda.max_memory_allocated(device),

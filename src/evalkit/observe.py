@@ -124,7 +124,7 @@ class Observer:
         self._intervals: list[tuple[int, float, int, bool]] = []   # (step, seconds, samples, validation ran)
         self._dtypes: Counter = Counter()
         self._unattributed = 0
-        self._window_reset = False
+        self._window_start_rss: int | None = None
         self._handles: list[Any] = []
 
     # ------------------------------------------------------------------ attach / detach
@@ -272,7 +272,7 @@ class Observer:
         self._intervals.append((self.step, now - self._t_prev, samples, self._val_in_interval))
         self._micro, self._micro_losses, self._pre, self._val_in_interval = [], [], {}, False
         if self.step == self._first_measured_step() - 1:
-            self._window_reset = reset_peak(self.device)
+            self._window_start_rss = reset_peak(self.device)
         self._t_prev = time.perf_counter()
 
     def _first_measured_step(self) -> int:
@@ -286,7 +286,7 @@ class Observer:
         summary = {"last_step": self.step, "start_step_source": self._start_source,
                    "observed_dtypes": dict(self._dtypes),
                    "unattributed_samples": self._unattributed, **self._throughput(),
-                   **read_peak(self.device, self._window_reset)}
+                   **read_peak(self.device, self._window_start_rss)}
         self.detach()
         return summary
 
