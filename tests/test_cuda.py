@@ -17,12 +17,17 @@ def test_cuda_requested_without_a_gpu_is_refused_with_a_reason(workdir):
     assert "no CUDA device" in run.data.tags["evalkit.failure_reason"]
 
 
+TRAINERS = ["baseline", "lightning", "fabric", "accelerate", "hf_trainer", "ignite"]
+
+
 @pytest.mark.cuda
 @needs_cuda
+@pytest.mark.parametrize("trainer", TRAINERS)
 @pytest.mark.parametrize("precision,dtype", [("fp32", "float32"), ("bf16_mixed", "bfloat16"),
                                              ("fp16_mixed", "float16")])
-def test_cuda_baseline_records_precision_and_device_memory(workdir, precision, dtype):
-    proc = run_evalkit(workdir, "hardware=cuda", f"precision={precision}", "train.max_steps=30")
+def test_cuda_records_precision_and_device_memory(workdir, trainer, precision, dtype):
+    proc = run_evalkit(workdir, f"trainer={trainer}", "hardware=cuda", f"precision={precision}",
+                       "train.max_steps=30")
     assert proc.returncode == 0, proc.stderr
     client, (run,) = job_runs(workdir)
     assert run.data.tags["evalkit.observed_precision"] == dtype
@@ -35,6 +40,8 @@ def test_cuda_baseline_records_precision_and_device_memory(workdir, precision, d
 
 @pytest.mark.cuda
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices for NCCL DDP")
-def test_cuda_ddp_with_nccl(workdir):
-    proc = run_evalkit(workdir, "hardware=cuda", "distributed=ddp", "distributed.world_size=2", "train.max_steps=20")
+@pytest.mark.parametrize("trainer", TRAINERS)
+def test_cuda_ddp_with_nccl(workdir, trainer):
+    proc = run_evalkit(workdir, f"trainer={trainer}", "hardware=cuda", "distributed=ddp",
+                       "distributed.world_size=2", "train.max_steps=20")
     assert proc.returncode == 0, proc.stderr
