@@ -74,6 +74,18 @@ POSITION_FILE = "evalkit_position.json"
 POSITION_FORMAT = "evalkit-accelerate/1"
 
 
+def accelerate_state_deviations(accelerator) -> list[str]:
+    """What Accelerate's process state does on CPU under evalkit's launcher (shared with the Trainer)."""
+    out = []
+    if accelerator.distributed_type.value == "MULTI_CPU" and accelerator.num_processes == 1:
+        out.append("CPU with torch elastic variables: Accelerate reports MULTI_CPU for one process, so the model "
+                   "is wrapped in a one-process DDP")
+    if accelerator.distributed_type.value == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"):
+        out.append("MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to physical cores / "
+                   "local processes (see torch_num_threads)")
+    return out
+
+
 def _as_dict(obj: Any) -> Any:
     if obj is None:
         return None
@@ -344,14 +356,7 @@ class AccelerateAdapter:
                 "mixed precision: the model's forward returns fp32 outputs (convert_outputs_to_fp32)",
             ],
         }
-        if accelerator.distributed_type.value == "MULTI_CPU" and accelerator.num_processes == 1:
-            report["known_deviations"].append(
-                "CPU with torch elastic variables: DistributedType.MULTI_CPU even for one process, so the model "
-                "is wrapped in a one-process DDP")
-        if accelerator.distributed_type.value == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"):
-            report["known_deviations"].append(
-                "MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to physical cores / "
-                "local processes (see torch_num_threads)")
+        report["known_deviations"] += accelerate_state_deviations(accelerator)
         if self.mode == "defaults":
             report["known_deviations"] += [
                 "defaults: shuffle=True DataLoader (Accelerate-synchronised RandomSampler), not evalkit's order",

@@ -78,6 +78,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from adapters.accelerate_loop import accelerate_state_deviations
 from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, jsonable, require
 from evalkit.data import GlobalOrderSampler, ValSampler
@@ -317,14 +318,7 @@ class HFTrainerAdapter:
                 "(aligned mode does not call train() then)",
             ],
         }
-        if accelerator.distributed_type.value == "MULTI_CPU" and accelerator.num_processes == 1:
-            report["known_deviations"].append(
-                "CPU with torch elastic variables: Accelerate reports MULTI_CPU for one process, so the model is "
-                "wrapped in a one-process DDP")
-        if accelerator.distributed_type.value == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"):
-            report["known_deviations"].append(
-                "MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to physical cores / "
-                "local processes (see torch_num_threads)")
+        report["known_deviations"] += accelerate_state_deviations(accelerator)
         if self.mode == "defaults":
             report["known_deviations"] += [
                 "defaults: the Trainer's seedable random sampler seeded with seed=42 (TrainingArguments default): "

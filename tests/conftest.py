@@ -63,3 +63,20 @@ def effective_config(client, run) -> dict:
 
     with open(client.download_artifacts(run.info.run_id, "evalkit/effective_config.json")) as fh:
         return json.load(fh)
+
+
+def assert_bit_identical_to_baseline(client, wrapper, baseline, steps: int, val_steps: list[str]) -> None:
+    """Aligned mode, fp32, one process: loss (within 1e-6 relative, and in fact to the last bit: the CSV
+    holds repr-exact floats), LR, grad norm, micro-batches and validation equal the baseline's."""
+    ours, theirs = read_records(client, wrapper.info.run_id), read_records(client, baseline.info.run_id)
+    assert [r["step"] for r in ours] == [r["step"] for r in theirs] == [str(s) for s in range(1, steps + 1)]
+    worst = max(abs(float(a["loss"]) - float(b["loss"])) / abs(float(b["loss"])) for a, b in zip(ours, theirs))
+    assert worst <= 1e-6
+    for a, b in zip(ours, theirs):
+        assert (a["loss"], a["lr"], a["grad_norm"], a["micro_batches"]) == \
+               (b["loss"], b["lr"], b["grad_norm"], b["micro_batches"]), a["step"]
+
+    def val(run):
+        return [(r["step"], r["mse"]) for r in read_records(client, run.info.run_id, "val_rank0.csv")]
+
+    assert val(wrapper) == val(baseline) and [s for s, _ in val(wrapper)] == val_steps

@@ -11,7 +11,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import effective_config, job_runs, read_records, run_evalkit, run_ok
+from conftest import (
+    assert_bit_identical_to_baseline,
+    effective_config,
+    job_runs,
+    read_records,
+    run_evalkit,
+    run_ok,
+)
 
 pytest.importorskip("ignite")
 pytestmark = pytest.mark.slow
@@ -60,16 +67,7 @@ def test_fp32_finishes_with_the_baselines_metrics_and_the_effective_config(align
 
 def test_aligned_loss_curve_equals_the_baseline_bit_for_bit(aligned):
     client, wrapper, baseline = aligned
-    ours, theirs = read_records(client, wrapper.info.run_id), read_records(client, baseline.info.run_id)
-    assert [r["step"] for r in ours] == [r["step"] for r in theirs] == [str(s) for s in range(1, 51)]
-    worst = max(abs(float(a["loss"]) - float(b["loss"])) / abs(float(b["loss"])) for a, b in zip(ours, theirs))
-    assert worst <= 1e-6
-    # Measured on CPU: identical to the last bit (the CSV holds repr-exact floats), LR and grad norm too.
-    for a, b in zip(ours, theirs):
-        assert (a["loss"], a["lr"], a["grad_norm"], a["micro_batches"]) == \
-               (b["loss"], b["lr"], b["grad_norm"], b["micro_batches"]), a["step"]
-    val = lambda run: [(r["step"], r["mse"]) for r in read_records(client, run.info.run_id, "val_rank0.csv")]
-    assert val(wrapper) == val(baseline) and [s for s, _ in val(wrapper)] == ["25", "50"]
+    assert_bit_identical_to_baseline(client, wrapper, baseline, steps=50, val_steps=["25", "50"])
 
 
 def test_bf16_runs_in_bfloat16_with_two_micro_batches_per_step(aligned, bf16):
