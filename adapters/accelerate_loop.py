@@ -66,7 +66,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from evalkit.checkpoint import CorruptCheckpoint
-from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, jsonable, require
+from evalkit.contract import TrainJob, UnsupportedCombination, check_mode, distribution_versions, jsonable, require
 from evalkit.data import GlobalOrderSampler
 
 MIXED_PRECISION = {"fp32": "no", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
@@ -110,9 +110,7 @@ def resolve_state_dir(path: str) -> str:
 class AccelerateAdapter:
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         require("accelerate", "accelerate")
-        if mode not in ("aligned", "defaults"):
-            raise ValueError(f"mode={mode!r} is not one of aligned, defaults")
-        self.mode = mode
+        self.mode = check_mode(mode)
         self.options = dict(options or {})
         self._effective: dict[str, Any] = {}
 

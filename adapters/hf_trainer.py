@@ -80,7 +80,7 @@ from torch.utils.data import DataLoader
 
 from adapters.accelerate_loop import accelerate_state_deviations
 from evalkit.checkpoint import CorruptCheckpoint
-from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, jsonable, require
+from evalkit.contract import TrainJob, UnsupportedCombination, check_mode, distribution_versions, jsonable, require
 from evalkit.data import GlobalOrderSampler, ValSampler
 
 
@@ -152,9 +152,7 @@ class HFTrainerAdapter:
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         require("transformers", "hf")
         require("accelerate", "hf")
-        if mode not in ("aligned", "defaults"):
-            raise ValueError(f"mode={mode!r} is not one of aligned, defaults")
-        self.mode = mode
+        self.mode = check_mode(mode)
         self.options = dict(options or {})
         self._effective: dict[str, Any] = {}
 

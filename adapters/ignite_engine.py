@@ -65,7 +65,7 @@ from typing import Any
 import torch
 
 from evalkit.checkpoint import CorruptCheckpoint, capture_rng, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, jsonable, require
+from evalkit.contract import TrainJob, UnsupportedCombination, check_mode, distribution_versions, jsonable, require
 
 _CKPT = re.compile(r"(?:step|checkpoint)_(\d+)\.pt$")
 
@@ -120,9 +120,7 @@ def resolve_checkpoint(path: str) -> str:
 class IgniteAdapter:
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         require("ignite", "ignite")
-        if mode not in ("aligned", "defaults"):
-            raise ValueError(f"mode={mode!r} is not one of aligned, defaults")
-        self.mode = mode
+        self.mode = check_mode(mode)
         self.options = dict(options or {})
         self._effective: dict[str, Any] = {}
         self._handlers: list[dict[str, str]] = []

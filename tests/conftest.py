@@ -80,3 +80,26 @@ def assert_bit_identical_to_baseline(client, wrapper, baseline, steps: int, val_
         return [(r["step"], r["mse"]) for r in read_records(client, run.info.run_id, "val_rank0.csv")]
 
     assert val(wrapper) == val(baseline) and [s for s, _ in val(wrapper)] == val_steps
+
+
+# Shared settings of the adapter tests: 50 steps on a small split; resume runs stop at 40 on 2 ranks.
+ADAPTER_SMALL = ["task.n_train=512", "task.n_val=128", "train.max_steps=50", "train.val_every=25"]
+ADAPTER_RESUME = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val_every=25",
+                  "distributed=ddp", "distributed.world_size=2"]
+
+
+def aligned_with_baseline(workdir, *trainer: str):
+    """The wrapper, then the baseline, with ADAPTER_SMALL in one workdir: (client, wrapper, baseline)."""
+    client, wrapper = run_ok(workdir, *trainer, *ADAPTER_SMALL)
+    _, baseline = run_ok(workdir, "trainer=baseline", *ADAPTER_SMALL)
+    return client, wrapper, baseline
+
+
+def assert_resumed_at_step_21(client, continuous, resumed):
+    """A run resumed from the step-20 checkpoint records steps 21..40 and step 21's LR is the continuous
+    run's; returns (continuous rows by step, resumed rows) for further checks."""
+    full = {r["step"]: r for r in read_records(client, continuous.info.run_id)}
+    rest = read_records(client, resumed.info.run_id)
+    assert rest[0]["step"] == "21" and rest[-1]["step"] == "40"
+    assert rest[0]["lr"] == full["21"]["lr"]
+    return full, rest

@@ -10,10 +10,10 @@ import os
 import re
 
 import pytest
-from conftest import effective_config, job_runs, ok, read_records, run_evalkit
+from conftest import ADAPTER_SMALL, assert_resumed_at_step_21, effective_config, job_runs, ok, read_records, run_evalkit
 
 pytestmark = pytest.mark.slow
-SMALL = ["task.n_train=512", "task.n_val=128", "train.max_steps=50", "train.val_every=25"]
+SMALL = ADAPTER_SMALL
 TRAINER = "trainer=fabric"
 
 
@@ -100,10 +100,8 @@ def test_resume_through_fabric_load_continues_at_step_21(workdir):
     ok(run_evalkit(workdir, *common, f"resume_from={os.path.join(ckpt_dir, 'step_00000020.ckpt')}"))
     _, (_, resumed) = job_runs(workdir)
     assert resumed.info.status == "FINISHED"
-    full = {r["step"]: r for r in read_records(client, continuous.info.run_id)}
-    rest = read_records(client, resumed.info.run_id)
-    assert rest[0]["step"] == "21" and rest[-1]["step"] == "40" and len(rest) == 20
-    assert rest[0]["lr"] == full["21"]["lr"]
+    full, rest = assert_resumed_at_step_21(client, continuous, resumed)
+    assert len(rest) == 20
     keys = ("loss", "lr", "grad_norm")
     assert [tuple(r[k] for k in keys) for r in rest] == [tuple(full[r["step"]][k] for k in keys) for r in rest]
     val = read_records(client, resumed.info.run_id, "val_rank0.csv")

@@ -12,7 +12,11 @@ import os
 
 import pytest
 from conftest import (
+    ADAPTER_RESUME,
+    ADAPTER_SMALL,
+    aligned_with_baseline,
     assert_bit_identical_to_baseline,
+    assert_resumed_at_step_21,
     effective_config,
     job_runs,
     read_records,
@@ -24,17 +28,12 @@ pytest.importorskip("ignite")
 pytestmark = pytest.mark.slow
 
 TRAINER = ["trainer=ignite"]
-SMALL = ["task.n_train=512", "task.n_val=128", "train.max_steps=50", "train.val_every=25"]
-RESUME = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val_every=25",
-          "distributed=ddp", "distributed.world_size=2"]
+SMALL, RESUME = ADAPTER_SMALL, ADAPTER_RESUME
 
 
 @pytest.fixture(scope="module")
 def aligned(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("ignite_aligned")
-    client, wrapper = run_ok(workdir, *TRAINER, *SMALL)
-    _, baseline = run_ok(workdir, "trainer=baseline", *SMALL)
-    return client, wrapper, baseline
+    return aligned_with_baseline(tmp_path_factory.mktemp("ignite_aligned"), *TRAINER)
 
 
 @pytest.fixture(scope="module")
@@ -92,14 +91,11 @@ def test_world_size_two_finishes(ddp):
     assert all(r["ranks"] == "2" and r["samples"] == "128" for r in val)
 
 
-def test_resume_through_checkpoint_load_objects_continues_therun_ok(ddp):
+def test_resume_through_checkpoint_load_objects_continues_the_run(ddp):
     client, continuous, resumed, checkpoint = ddp
     assert os.path.isfile(checkpoint)
     assert resumed.info.status == "FINISHED"
-    full = {r["step"]: r for r in read_records(client, continuous.info.run_id)}
-    rest = read_records(client, resumed.info.run_id)
-    assert rest[0]["step"] == "21" and rest[-1]["step"] == "40"
-    assert rest[0]["lr"] == full["21"]["lr"]
+    full, rest = assert_resumed_at_step_21(client, continuous, resumed)
     # Model, optimizer, scheduler, RNG and the data position all come back: the rest of the curve is exact.
     assert [(r["loss"], r["lr"]) for r in rest] == [(full[r["step"]]["loss"], full[r["step"]]["lr"]) for r in rest]
     assert effective_config(client, resumed)["resumed_from"] == os.path.abspath(checkpoint)

@@ -11,10 +11,10 @@ import os
 import re
 
 import pytest
-from conftest import effective_config, job_runs, ok, read_records, run_evalkit
+from conftest import ADAPTER_SMALL, assert_resumed_at_step_21, effective_config, job_runs, ok, read_records, run_evalkit
 
 pytestmark = pytest.mark.slow
-SMALL = ["task.n_train=512", "task.n_val=128", "train.max_steps=50", "train.val_every=25"]
+SMALL = ADAPTER_SMALL
 TRAINER = "trainer=lightning"
 
 
@@ -108,10 +108,8 @@ def test_resume_through_ckpt_path_continues_at_step_21(workdir):
     ok(run_evalkit(workdir, *common, f"resume_from={os.path.join(ckpt_dir, 'step_00000020.ckpt')}"))
     _, (_, resumed) = job_runs(workdir)
     assert resumed.info.status == "FINISHED"
-    full = {r["step"]: r for r in read_records(client, continuous.info.run_id)}
-    rest = read_records(client, resumed.info.run_id)
-    assert rest[0]["step"] == "21" and rest[-1]["step"] == "40" and len(rest) == 20
-    assert rest[0]["lr"] == full["21"]["lr"]
+    full, rest = assert_resumed_at_step_21(client, continuous, resumed)
+    assert len(rest) == 20
     # Lightning restores model, optimizer, scheduler and loops; the resumable DataLoader restores the data
     # position mid-epoch (step 20 is batch 4 of epoch 1): the rest of the run is bit for bit the same.
     assert [(r["loss"], r["lr"]) for r in rest] == [(full[r["step"]]["loss"], full[r["step"]]["lr"]) for r in rest]

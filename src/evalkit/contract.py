@@ -110,6 +110,16 @@ class Adapter(Protocol):
     def effective_config(self) -> dict[str, Any]: ...
 
 
+MODES = ("aligned", "defaults")
+
+
+def check_mode(mode: str) -> str:
+    """The adapter mode, or a ValueError naming the valid ones."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+    return mode
+
+
 class AdapterUnavailable(RuntimeError):
     """The wrapper an adapter needs is not installed (the message names the extra to install)."""
 

@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import tracking
+from evalkit.contract import MODES
 from evalkit.environment import environment_lock, git_commit, hardware_description
 from evalkit.launch import WorkerGroup
 from evalkit.secrets import redact
@@ -52,8 +53,8 @@ def preflight(cfg: DictConfig) -> str | None:
         if importlib.util.find_spec(module) is None:
             return (f"trainer '{trainer.name}' needs the '{module}' package, which is not installed: "
                     f"pip install -e '.[{trainer.extra}]'")
-    if trainer.mode not in ("aligned", "defaults"):
-        return f"trainer.mode={trainer.mode!r} is not one of aligned, defaults"
+    if trainer.mode not in MODES:
+        return f"trainer.mode={trainer.mode!r} is not one of {', '.join(MODES)}"
     if cfg.distributed.world_size < 1:
         return f"distributed.world_size={cfg.distributed.world_size} must be at least 1"
     if cfg.train.max_steps < 1 or cfg.train.grad_accum < 1 or cfg.train.batch_size < 1:
