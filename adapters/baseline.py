@@ -40,10 +40,13 @@ class BaselineAdapter:
     # ------------------------------------------------------------------ the loop
     def fit(self, job: TrainJob) -> None:
         device = job.device
-        if job.distributed and not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         if device.type == "cuda":
             torch.cuda.set_device(device)
+        if job.distributed and not dist.is_initialized():
+            if device.type == "cuda":      # device_id binds NCCL (and its barriers) to this rank's GPU
+                dist.init_process_group("nccl", device_id=device)
+            else:
+                dist.init_process_group("gloo")
 
         model = job.task.model.to(device)
         net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \

@@ -63,6 +63,11 @@ class TrainJob:
     def distributed(self) -> bool:
         return self.world_size > 1
 
+    @property
+    def pin_memory(self) -> bool:
+        """Page-locked batches on CUDA, so the loops' `non_blocking=True` copies overlap with compute."""
+        return self.device.type == "cuda"
+
     def train_sampler(self, epoch: int = 0, start_batch: int = 0) -> OrderedSampler:
         return OrderedSampler(len(self.task.train_set), self.batch_size, self.seed, self.rank,
                               self.world_size, epoch=epoch, start_batch=start_batch)
@@ -71,12 +76,12 @@ class TrainJob:
         """This rank's micro-batches in evalkit's order (see `evalkit.data`)."""
         return DataLoader(self.task.train_set, batch_size=self.batch_size,
                           sampler=self.train_sampler(epoch, start_batch), drop_last=True,
-                          num_workers=self.num_workers)
+                          num_workers=self.num_workers, pin_memory=self.pin_memory)
 
     def val_loader(self) -> DataLoader:
         return DataLoader(self.task.val_set, batch_size=self.batch_size,
                           sampler=ValSampler(len(self.task.val_set), self.rank, self.world_size),
-                          num_workers=self.num_workers)
+                          num_workers=self.num_workers, pin_memory=self.pin_memory)
 
     def should_validate(self, step: int) -> bool:
         return step == self.max_steps or (self.val_every > 0 and step % self.val_every == 0)

@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+import torch
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
@@ -59,15 +60,18 @@ def preflight(cfg: DictConfig) -> str | None:
         return f"distributed.world_size={cfg.distributed.world_size} must be at least 1"
     if cfg.train.max_steps < 1 or cfg.train.grad_accum < 1 or cfg.train.batch_size < 1:
         return "train.max_steps, train.grad_accum and train.batch_size must be at least 1"
-    if cfg.hardware.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            return "hardware=cuda but no CUDA device is visible: use hardware=cpu or hardware=auto"
-        if torch.cuda.device_count() < cfg.distributed.world_size:
-            return (f"distributed.world_size={cfg.distributed.world_size} needs one CUDA device per rank, "
-                    f"{torch.cuda.device_count()} visible (NCCL refuses two ranks on one device)")
+    if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
+        return "hardware=cuda but no CUDA device is visible: use hardware=cpu or hardware=auto"
+    if runs_on_cuda(cfg) and torch.cuda.device_count() < cfg.distributed.world_size:
+        return (f"distributed.world_size={cfg.distributed.world_size} on hardware={cfg.hardware.name} needs one "
+                f"CUDA device per rank, {torch.cuda.device_count()} visible (NCCL refuses two ranks on one "
+                "device): lower distributed.world_size or use hardware=cpu")
     return None
+
+
+def runs_on_cuda(cfg: DictConfig) -> bool:
+    """Whether the workers will train on CUDA (`hardware=cuda`, or `auto` with a visible device)."""
+    return cfg.hardware.device == "cuda" or (cfg.hardware.device == "auto" and torch.cuda.is_available())
 
 
 def run_tags(cfg: DictConfig, sweep_id: str | None) -> dict[str, str]:
@@ -141,7 +145,8 @@ class Controller:
         with open(os.path.join(self.run_dir, RUN_FILE), "w") as fh:
             json.dump({"run_id": self.run_id, "tracking_uri": self.uri}, fh)
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
-        self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr)
+        self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr,
+                                   cuda=runs_on_cuda(self.cfg))
         codes = self._watch(shipper)
         with open(os.path.join(self.run_dir, EXIT_CODES_FILE), "w") as fh:
             json.dump(codes, fh)

@@ -22,7 +22,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class WorkerGroup:
-    def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1"):
+    def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1",
+                 cuda: bool = False):
         self.world_size = world_size
         self.log_paths = [os.path.join(log_dir, f"worker_rank{r}.log") for r in range(world_size)]
         port, run_id = free_port(master_addr), uuid.uuid4().hex[:12]
@@ -40,6 +41,10 @@ class WorkerGroup:
             })
             if world_size > 1:
                 env.setdefault("OMP_NUM_THREADS", str(threads))   # as torchrun does: no oversubscription
+            if cuda:
+                # The ranks' GPUs only (rank r on device r): a wrapper that sees more GPUs than ranks may
+                # spread one rank over all of them (Ignite's auto_model wraps DataParallel).
+                env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(r) for r in range(world_size)))
             with open(self.log_paths[rank], "wb") as log:
                 self.procs.append(subprocess.Popen([sys.executable, "-m", "evalkit.worker", job_dir],
                                                    env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -34,7 +34,11 @@ def resolve_device(hardware: str, local_rank: int) -> torch.device:
     if hardware == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("hardware=cuda but torch sees no CUDA device; use hardware=cpu or hardware=auto")
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
+        count = torch.cuda.device_count()
+        if local_rank >= count:
+            raise RuntimeError(f"rank with LOCAL_RANK={local_rank} needs its own CUDA device, {count} visible "
+                               "(NCCL refuses two ranks on one device); lower distributed.world_size")
+        return torch.device("cuda", local_rank)
     return torch.device("cpu")
 
 
@@ -100,6 +104,8 @@ def run(job_dir: str) -> int:
         if rank == 0:
             spool.write_json("versions.json", {**adapter.versions(), "torch": torch.__version__})
         device = resolve_device(cfg.hardware.device, int(os.environ.get("LOCAL_RANK", 0)))
+        if device.type == "cuda":
+            torch.cuda.set_device(device)   # before any CUDA work: observers' events, NCCL, RNG use the current one
         task = build_task(cfg)
         if rank == 0:
             spool.write_json("task.json", {"metric": task.metric.name,
