@@ -22,7 +22,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from evalkit.data import SampleIndex
-from evalkit.measure import read_peak, reset_peak
+from evalkit.measure import PeakWindow, read_peak, reset_peak
 from evalkit.spool import SpoolWriter
 from evalkit.tasks import Task
 
@@ -124,7 +124,7 @@ class Observer:
         self._intervals: list[tuple[int, float, int, bool]] = []   # (step, seconds, samples, validation ran)
         self._dtypes: Counter = Counter()
         self._unattributed = 0
-        self._window_start_rss: int | None = None
+        self._peak_window: PeakWindow | None = None
         self._handles: list[Any] = []
 
     # ------------------------------------------------------------------ attach / detach
@@ -244,7 +244,7 @@ class Observer:
         self.step += 1
         if self.device.type == "cuda":
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            event.record(torch.cuda.current_stream(self.device))
             self._cuda_events.append(event)
         # The gradient norm is read after the step: a closure-based optimizer step (Lightning) runs the
         # backward inside step(), and torch's optimizers leave .grad untouched (clipping came before).
@@ -272,7 +272,7 @@ class Observer:
         self._intervals.append((self.step, now - self._t_prev, samples, self._val_in_interval))
         self._micro, self._micro_losses, self._pre, self._val_in_interval = [], [], {}, False
         if self.step == self._first_measured_step() - 1:
-            self._window_start_rss = reset_peak(self.device)
+            self._peak_window = reset_peak(self.device)
         self._t_prev = time.perf_counter()
 
     def _first_measured_step(self) -> int:
@@ -286,14 +286,14 @@ class Observer:
         summary = {"last_step": self.step, "start_step_source": self._start_source,
                    "observed_dtypes": dict(self._dtypes),
                    "unattributed_samples": self._unattributed, **self._throughput(),
-                   **read_peak(self.device, self._window_start_rss)}
+                   **read_peak(self.device, self._peak_window)}
         self.detach()
         return summary
 
     def _throughput(self) -> dict[str, Any]:
         intervals = self._intervals
         if self.device.type == "cuda" and len(self._cuda_events) > 1:
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(self.device)
             gpu = [a.elapsed_time(b) / 1000 for a, b in zip(self._cuda_events, self._cuda_events[1:])]
             intervals = [(s, t, n, v) for (s, _, n, v), t in zip(intervals[1:], gpu)]
         first = self._first_measured_step()
