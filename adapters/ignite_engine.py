@@ -45,7 +45,7 @@ Modes
   `auto_dataloader(val_set)`, iteration = micro-batch (`max_iters = max_steps * grad_accum`, cadences in
   micro-batches), a `Checkpoint` of model, optimizer, scheduler handler and trainer. Ignite's
   `amp_mode="amp"` autocasts with device "cuda" (fp16), so on CPU it warns and runs fp32 and on CUDA a
-  bf16 request runs fp16; evalkit's observers flag both. `create_supervised_trainer` has no
+  bf16 request runs fp16, without loss scaling; evalkit's observers flag both. `create_supervised_trainer` has no
   gradient-clipping option, so a job with `train.grad_clip` set is refused in defaults mode.
 
 Known differences from the baseline (`known_deviations`): none in aligned mode beyond what the effective
@@ -206,7 +206,7 @@ class IgniteAdapter:
         step = 0
         if job.resume_from:
             path = resolve_checkpoint(job.resume_from)
-            Checkpoint.load_objects(to_load=to_save, checkpoint=path)
+            Checkpoint.load_objects(to_load=to_save, checkpoint=_load_on_cpu(path))
             step = trainer.state.iteration
             data = _Windows(job, step // data.windows_per_epoch, (step % data.windows_per_epoch) * job.grad_accum)
             self._effective["resumed_from"] = os.path.abspath(path)
@@ -277,10 +277,11 @@ class IgniteAdapter:
         start = 0
         if job.resume_from:
             path = resolve_checkpoint(job.resume_from)
-            Checkpoint.load_objects(to_load=to_save, checkpoint=path)
+            Checkpoint.load_objects(to_load=to_save, checkpoint=_load_on_cpu(path))
             start = trainer.state.iteration
             self._effective["resumed_from"] = os.path.abspath(path)
-        self._record(job, trainer, evaluator, checkpoint, train_loader, model, None, start // job.grad_accum,
+        scaler = getattr(trainer.state, "scaler", None)      # create_supervised_trainer's own GradScaler
+        self._record(job, trainer, evaluator, checkpoint, train_loader, model, scaler, start // job.grad_accum,
                      explicit=None)
         trainer.run(train_loader, max_iters=max_iters)   # as a user would: a finished state restarts at 0
         self._finish(trainer, checkpoint)
@@ -329,7 +330,8 @@ class IgniteAdapter:
             "precision": job.precision.name, "grad_accum": job.grad_accum, "grad_clip": job.grad_clip,
             "max_steps": job.max_steps, "val_every": job.val_every, "ckpt_every": job.ckpt_every,
             "start_step": start_step, "world_size": job.world_size,
-            "checkpoint_loading": "Checkpoint.load_objects(path): torch.load(weights_only=True)",
+            "checkpoint_loading": "torch.load(path, map_location='cpu', weights_only=True), then "
+                                  "Checkpoint.load_objects copies each state onto its object's device",
         }
         if explicit is None:
             report["known_deviations"] = [
@@ -337,7 +339,12 @@ class IgniteAdapter:
                 "epoch ends), loss divided by grad_accum, no DDP no_sync",
                 "defaults: LRScheduler handler on ITERATION_STARTED sets the LR once per micro-batch from get_lr() "
                 "(scheduler.step() is never called)",
-                "defaults: amp_mode='amp' autocasts with device 'cuda' (fp16): fp32 on CPU, fp16 for bf16 on CUDA",
+                "defaults: amp_mode='amp' autocasts with device 'cuda' and its default dtype fp16: fp32 on CPU; "
+                "on CUDA a bf16 request runs fp16 without loss scaling (scaler=True only for fp16_mixed)",
+                "defaults: create_supervised_trainer's GradScaler is not among the checkpointed objects: a resumed "
+                "fp16 run restarts the loss scale at 65536",
+                "defaults: idist.auto_model wraps the model in DataParallel when more than one GPU is visible at "
+                "world size 1 (evalkit's launcher limits CUDA_VISIBLE_DEVICES to the ranks' GPUs)",
                 "defaults: shuffle=True (DistributedSampler when distributed), not evalkit's order",
                 "defaults: a resumed run restarts the interrupted epoch's data from its beginning; RNG not saved",
                 "defaults: Engine.run on a state that already reached max_iters starts a new run from iteration 0",
@@ -346,6 +353,12 @@ class IgniteAdapter:
             report["explicit_settings"] = explicit
             report["known_deviations"] = []
         self._effective.update(report)
+
+
+def _load_on_cpu(path: str) -> dict:
+    """The checkpoint's objects on the CPU: rank 0 saved CUDA tensors of cuda:0, which every rank would
+    otherwise materialise there; the RNG states must be CPU tensors anyway."""
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _autocast_call(job: TrainJob, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
