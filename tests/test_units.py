@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from omegaconf import OmegaConf
 
 from evalkit.config import TaskConfig, TrainConfig
 from evalkit.data import OrderedSampler, SampleIndex, ValSampler
+from evalkit.measure import NvmlPeak, PeakSampler
 from evalkit.optim import WarmupSchedule, make_optimizer, make_scheduler
 from evalkit.secrets import REDACTED, redact
 from evalkit.tasks import IGNORE_INDEX, PAD_TOKEN, cnn_classification, mlp_regression, tiny_lm
@@ -62,6 +64,19 @@ def test_tasks_are_functions_of_the_seed_and_fingerprints_recover_indices(builde
     assert index.lookup(a.train_set.tensors[0][picks], "train") == picks
     assert index.lookup(a.val_set.tensors[0][picks], "val") == picks
     assert index.lookup(torch.zeros_like(a.train_set.tensors[0][:2]), "train") == [-1, -1]
+    if a.train_set.tensors[0].is_floating_point():   # a wrapper that casts inputs (Fabric's mixed precision)
+        for dtype in (torch.bfloat16, torch.float16):
+            assert index.lookup(a.train_set.tensors[0][picks].to(dtype), "train") == picks
+
+
+def test_rows_that_a_cast_makes_equal_are_not_guessed():
+    base = torch.randn(4, 20)
+    twin = base[1].clone()
+    twin[0] += 1e-6                      # differs in fp32, equal after a cast to bf16
+    inputs = torch.cat([base, twin[None]])
+    index = SampleIndex(inputs, inputs[:1])
+    assert index.lookup(inputs[[1, 4]], "train") == [1, 4]
+    assert index.lookup(inputs[[1, 4, 2]].to(torch.bfloat16), "train") == [-1, -1, 2]
 
 
 def test_tiny_lm_pads_and_ignores_pad_targets():
@@ -102,3 +117,25 @@ def test_credentials_never_reach_params():
     assert flat["trainer.options.lr"] == "0.1" and flat["trainer.options.password"] == "None"
     assert redact({"a": [{"secret": "x"}]}) == {"a": [{"secret": REDACTED}]}
     assert math.isfinite(float(flat["trainer.options.lr"]))
+
+
+def test_peak_sampler_keeps_the_largest_reading_and_reports_a_failing_reader():
+    values = iter([3, 9, 4, 7])
+
+    def read() -> int:
+        value = next(values, None)
+        if value is None:
+            raise RuntimeError("device gone")
+        return value
+
+    sampler = PeakSampler(read, interval_s=0.001)
+    deadline = time.monotonic() + 10
+    while sampler.error is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert sampler.stop() == 9 and sampler.samples == 4
+    assert sampler.error == "RuntimeError: device gone"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the reading on a machine without a GPU driver")
+def test_nvml_without_a_driver_is_a_reading_not_an_error():
+    assert set(NvmlPeak(torch.device("cuda", 0)).finish()) == {"nvml_error"}

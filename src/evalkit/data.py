@@ -95,26 +95,27 @@ class ValSampler(Sampler[int]):
 _FINGERPRINT_WIDTH = 16
 
 
-def fingerprint(rows: torch.Tensor) -> list[bytes | None]:
-    """The exact bytes of each row's first values (one numpy view, no arithmetic: it runs per micro-batch).
-
-    Rows that a wrapper converted (e.g. to bf16) no longer match, which is reported, not guessed.
-    """
+def fingerprint(rows: torch.Tensor) -> list[bytes]:
+    """The exact bytes of each row's first values, as stored (one copy, no arithmetic: it runs per micro-batch)."""
     flat = rows.detach().reshape(rows.shape[0], -1)[:, :_FINGERPRINT_WIDTH]
     if flat.device.type != "cpu":
         flat = flat.cpu()
-    if flat.is_floating_point() and flat.dtype != torch.float32:
-        return [None] * rows.shape[0]
-    arr = np.ascontiguousarray(flat.numpy())
-    return arr.view(np.dtype((np.void, arr.shape[1] * arr.itemsize))).ravel().tolist()
+    raw = flat.contiguous().view(torch.uint8).numpy()      # (rows, width * itemsize) bytes
+    return raw.view(np.dtype((np.void, raw.shape[1]))).ravel().tolist()
 
 
 class SampleIndex:
-    """Maps fingerprints of the task's inputs back to (split, dataset index); -1 when unknown."""
+    """Maps fingerprints of the task's inputs back to (split, dataset index); -1 when unknown.
+
+    Rows a wrapper converted before the model saw them (Fabric casts float inputs to bf16/fp16 under mixed
+    precision) are matched against the task's inputs converted to the same dtype; a fingerprint shared by
+    two samples after the conversion makes both unattributable, never guessed.
+    """
 
     def __init__(self, train_inputs: torch.Tensor, val_inputs: torch.Tensor):
-        self.train = self._build(train_inputs)
-        self.val = self._build(val_inputs)
+        self._heads = {split: inputs.reshape(inputs.shape[0], -1)[:, :_FINGERPRINT_WIDTH]
+                       for split, inputs in (("train", train_inputs), ("val", val_inputs))}
+        self._tables = {(split, head.dtype): self._build(head) for split, head in self._heads.items()}
 
     @staticmethod
     def _build(inputs: torch.Tensor) -> dict[bytes, int]:
@@ -123,6 +124,12 @@ class SampleIndex:
             table[key] = -1 if key in table else i   # a collision makes both rows unattributable
         return table
 
+    def _table(self, split: str, dtype: torch.dtype) -> dict[bytes, int]:
+        key = (split, dtype)
+        if key not in self._tables:
+            self._tables[key] = self._build(self._heads[split].to(dtype))
+        return self._tables[key]
+
     def lookup(self, rows: torch.Tensor, split: str) -> list[int]:
-        get = (self.train if split == "train" else self.val).get
+        get = self._table(split, rows.dtype).get
         return [get(k, -1) for k in fingerprint(rows)]

@@ -223,9 +223,13 @@ class Controller:
         peaks = [s["peak_mem_bytes"] for s in summaries if s and s.get("peak_mem_bytes") is not None]
         if peaks:
             points.append(tracking.metric("perf/peak_mem_bytes", max(peaks), 0))
-        growth = [s["peak_rss_growth_bytes"] for s in summaries if s and s.get("peak_rss_growth_bytes") is not None]
-        if growth:   # CPU: what training added over the process's footprint at the window's start
-            points.append(tracking.metric("perf/peak_rss_growth_bytes", max(growth), 0))
+        # Largest over ranks. peak_rss_growth: what training added over the process's footprint at the window's
+        # start (CPU); nvml_used: the device memory NVML saw in use, every allocator included (CUDA).
+        for key, name in (("peak_rss_growth_bytes", "perf/peak_rss_growth_bytes"),
+                          ("nvml_used_bytes", "perf/nvml_peak_used_bytes")):
+            values = [s[key] for s in summaries if s and s.get(key) is not None]
+            if values:
+                points.append(tracking.metric(name, max(values), 0))
         head = summaries[0] or {}
         for key in ("samples_per_s", "steps_per_s", "step_time_median_s", "window_steps"):
             if head.get(key) is not None:

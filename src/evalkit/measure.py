@@ -7,30 +7,36 @@ as NVML reports it.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 
 @dataclass(frozen=True)
 class PeakWindow:
-    """A started peak-memory window: the resident set size at its start, None when the process's
-    high-water mark could not be reset (then peak RSS counts from the process's start)."""
+    """A started peak-memory window: the resident set size at its start (None when the process's high-water
+    mark could not be reset: then peak RSS counts from the process's start) and, on CUDA, NVML's sampler."""
 
     start_rss: int | None
+    nvml: NvmlPeak | None = None
 
 
 def reset_peak(device: torch.device) -> PeakWindow:
-    """Start a peak-memory window: the CUDA allocator's peaks (on CUDA) and the process's RSS high-water mark."""
+    """Start a peak-memory window: the CUDA allocator's peaks and NVML's sampler (on CUDA), and the process's
+    RSS high-water mark."""
+    nvml = None
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+        nvml = NvmlPeak(device)
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
     except OSError:
-        return PeakWindow(None)
+        return PeakWindow(None, nvml)
     rss = _status_kib("VmRSS")
-    return PeakWindow(rss * 1024 if rss is not None else None)
+    return PeakWindow(rss * 1024 if rss is not None else None, nvml)
 
 
 def _status_kib(field: str) -> int | None:
@@ -64,7 +70,7 @@ def read_peak(device: torch.device, window: PeakWindow | None) -> dict:
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
             "peak_mem_method": f"torch.cuda.max_memory_allocated since {since}",
         })
-        out.update(nvml_memory(device))
+        out.update(window.nvml.finish() if window is not None and window.nvml is not None else nvml_memory(device))
     else:
         out.update({"peak_mem_bytes": out["peak_rss_bytes"], "peak_mem_method": out["peak_rss_method"]})
     return out
@@ -99,3 +105,77 @@ def _nvml_handle(pynvml, device: torch.device):
         except pynvml.NVMLError:
             continue
     raise LookupError(f"NVML knows no device with UUID {uuid} (tried {', '.join(candidates)})")
+
+
+class PeakSampler:
+    """Calls `read()` on a daemon thread every `interval_s` until `stop()`; keeps the largest value."""
+
+    def __init__(self, read: Callable[[], int], interval_s: float):
+        self.read, self.interval_s = read, interval_s
+        self.peak: int | None = None
+        self.samples = 0
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="evalkit-peak-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                value = int(self.read())
+            except Exception as exc:  # noqa: BLE001 - a failing reader ends the sampling, reported by stop()
+                self.error = f"{type(exc).__name__}: {exc}"
+                return
+            self.peak = value if self.peak is None else max(self.peak, value)
+            self.samples += 1
+            if self._stop.wait(self.interval_s):
+                return
+
+    def stop(self) -> int | None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.peak
+
+
+class NvmlPeak:
+    """The device's memory in use as NVML reports it (every process, every allocator, NCCL's buffers), sampled
+    from the window's start until `finish()`: a peak that a wrapper emptying its caches at teardown (Lightning)
+    cannot hide."""
+
+    INTERVAL_S = 0.05
+
+    def __init__(self, device: torch.device):
+        self.sampler: PeakSampler | None = None
+        self.error: str | None = None
+        self._result: dict | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - NVML missing or failing is a reading, not an error
+            self.error = f"{type(exc).__name__}: {exc}"
+            return
+        self._pynvml = pynvml
+        try:
+            handle = _nvml_handle(pynvml, device)
+            self.total = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+            self.sampler = PeakSampler(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used, self.INTERVAL_S)
+        except Exception as exc:  # noqa: BLE001
+            self.error = f"{type(exc).__name__}: {exc}"
+            pynvml.nvmlShutdown()
+
+    def finish(self) -> dict:
+        if self._result is None:
+            self._result = self._stop()
+        return self._result
+
+    def _stop(self) -> dict:
+        if self.sampler is None:
+            return {"nvml_error": self.error}
+        peak = self.sampler.stop()
+        self._pynvml.nvmlShutdown()
+        if peak is None:
+            return {"nvml_error": self.sampler.error or "NVML gave no reading"}
+        return {"nvml_used_bytes": peak, "nvml_total_bytes": self.total, "nvml_samples": self.sampler.samples,
+                "nvml_method": f"peak of nvmlDeviceGetMemoryInfo.used sampled every {self.INTERVAL_S * 1000:.0f} "
+                               "ms from warm-up end to the end of training (whole device)"}
