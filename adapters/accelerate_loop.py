@@ -75,11 +75,15 @@ POSITION_FORMAT = "evalkit-accelerate/1"
 
 
 def accelerate_state_deviations(accelerator) -> list[str]:
-    """What Accelerate's process state does on CPU under evalkit's launcher (shared with the Trainer)."""
+    """What Accelerate's process state does under evalkit's launcher (shared with the Trainer)."""
     out = []
     if accelerator.distributed_type.value == "MULTI_CPU" and accelerator.num_processes == 1:
         out.append("CPU with torch elastic variables: Accelerate reports MULTI_CPU for one process, so the model "
                    "is wrapped in a one-process DDP")
+    if accelerator.distributed_type.value == "MULTI_GPU" and accelerator.num_processes == 1:
+        out.append("CUDA with torch elastic variables: Accelerate reports MULTI_GPU for one process and starts a "
+                   "one-process NCCL group (barriers and gathers through NCCL; no DDP wrap); NCCL's buffers show "
+                   "in NVML's reading, not in the allocator's peak")
     if accelerator.distributed_type.value == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"):
         out.append("MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to physical cores / "
                    "local processes (see torch_num_threads)")
@@ -184,9 +188,10 @@ class AccelerateAdapter:
 
         aligned = self.mode == "aligned"
         accelerator, settings = self._accelerator(job)
-        if accelerator.device.type != job.device.type:
+        if accelerator.device != job.device:
             raise UnsupportedCombination(
-                f"accelerate chose device {accelerator.device} but evalkit asked for {job.device}")
+                f"accelerate chose device {accelerator.device} but evalkit asked for {job.device} "
+                "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")
         if aligned and job.precision.autocast_dtype is not None and not accelerator.native_amp:
             raise UnsupportedCombination(
                 f"accelerate does not autocast mixed_precision={accelerator.mixed_precision!r} on "
@@ -205,7 +210,7 @@ class AccelerateAdapter:
         if aligned:
             sampler = GlobalOrderSampler(job.train_sampler())
             train_dl = DataLoader(train_set, batch_size=job.batch_size, sampler=sampler, drop_last=True,
-                                  num_workers=job.num_workers)
+                                  num_workers=job.num_workers, pin_memory=job.pin_memory)
             net, opt, sched, train_dl = accelerator.prepare(model, optimizer, scheduler, train_dl)
             val_dl = None
         else:

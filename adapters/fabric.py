@@ -111,7 +111,8 @@ class FabricAdapter:
                          "gradient_as_bucket_view=False, static_graph=False)" if job.distributed
                          else f"SingleDeviceStrategy(device={str(job.device)!r})"),
             "precision": precision if scaler is None else
-            f"MixedPrecision({precision!r}, {job.device.type!r}, scaler=torch.amp.GradScaler())",
+            f"MixedPrecision({precision!r}, {job.device.type!r}, "
+            f"scaler=torch.amp.GradScaler({job.device.type!r}))",
             "setup_dataloaders": "once, use_distributed_sampler=False, move_to_device=True; evalkit's OrderedSampler "
                                  "shard, its epoch = Fabric's pass count (+ the epoch resumed in)",
             "accumulation": f"windows of {job.grad_accum} micro-batches, the last of an epoch shorter; loss / "
@@ -161,7 +162,7 @@ class FabricAdapter:
         batches_per_epoch = sampler.batches_per_epoch
         loader = fabric.setup_dataloaders(
             DataLoader(job.task.train_set, batch_size=job.batch_size, sampler=sampler, drop_last=True,
-                       num_workers=job.num_workers), use_distributed_sampler=False)
+                       num_workers=job.num_workers, pin_memory=job.pin_memory), use_distributed_sampler=False)
         model.train()
         while step < job.max_steps:
             batches = iter(loader)   # Fabric calls sampler.set_epoch(passes so far) here
@@ -281,8 +282,12 @@ class FabricAdapter:
             report["known_deviations"] = [
                 "loss divided by grad_accum also where an epoch's leftover batches spill into the next window",
                 "loss computed outside autocast on the fp32 output Fabric returns",
-                "Fabric's DistributedSampler in DDP; clip_gradients raises on a non-finite norm",
+                "Fabric's DistributedSampler in DDP",
+                "clip_gradients(error_if_nonfinite=True by default) raises on a non-finite norm: with fp16 on "
+                "CUDA the first overflow, which GradScaler would skip, ends the run",
                 "checkpoint holds no RNG state and no data position: a resumed run's data order starts again "
                 "at Fabric's first pass (set_epoch(0))",
+                "checkpoint holds no GradScaler state (it lives in the precision plugin): a resumed fp16 run "
+                "restarts the loss scale at 65536",
             ]
         return report

@@ -179,7 +179,7 @@ class HFTrainerAdapter:
         explicit = {
             "seed": job.seed, "full_determinism": False, "data_seed": None,
             "dataloader_drop_last": True, "dataloader_num_workers": job.num_workers,
-            "dataloader_pin_memory": False, "dataloader_persistent_workers": False,
+            "dataloader_pin_memory": job.pin_memory, "dataloader_persistent_workers": False,
             "remove_unused_columns": False, "label_names": ["labels"],
             "average_tokens_across_devices": False, "label_smoothing_factor": 0.0,
             "ignore_data_skip": False, "eval_delay": 0, "eval_on_start": False,
@@ -191,6 +191,8 @@ class HFTrainerAdapter:
             "ddp_backend": "gloo" if cpu else "nccl", "ddp_find_unused_parameters": False,
             "ddp_broadcast_buffers": True, "ddp_bucket_cap_mb": 25, "ddp_static_graph": False,
             "torch_compile": False, "activation_checkpointing": False, "torch_empty_cache_steps": None,
+            # No memory tracker (it resets CUDA peak stats and empties the cache), no cast of the model for eval.
+            "skip_memory_metrics": True, "fp16_full_eval": False, "bf16_full_eval": False,
             "neftune_noise_alpha": None, "auto_find_batch_size": False, "tf32": None,
             "accelerator_config": {"split_batches": False, "dispatch_batches": False, "even_batches": True,
                                    "use_seedable_sampler": False, "non_blocking": False,
@@ -217,6 +219,10 @@ class HFTrainerAdapter:
                               eval_dataset=job.task.val_set, data_collator=collate,
                               optimizers=(optimizer, scheduler))
         accelerator = trainer.accelerator
+        if args.device != job.device:
+            raise UnsupportedCombination(
+                f"the Trainer chose device {args.device} but evalkit asked for {job.device} "
+                "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")
         if aligned and job.precision.autocast_dtype is not None and not accelerator.native_amp:
             raise UnsupportedCombination(
                 f"transformers Trainer does not autocast {job.precision.name} on {accelerator.device.type} "
@@ -290,6 +296,7 @@ class HFTrainerAdapter:
                 "backend": getattr(accelerator.state, "backend", None),
                 "num_processes": accelerator.num_processes, "mixed_precision": accelerator.mixed_precision,
                 "native_amp": accelerator.native_amp, "grad_scaler": accelerator.scaler is not None,
+                "scaler_state": accelerator.scaler.state_dict() if accelerator.scaler is not None else None,
                 "gradient_accumulation_steps": accelerator.gradient_accumulation_steps,
                 "gradient_state": dict(accelerator.gradient_state.plugin_kwargs),
                 "dataloader_config": str(getattr(accelerator, "dataloader_config", None)),

@@ -76,7 +76,7 @@ def _classes():
 
         def __init__(self, job: TrainJob):
             super().__init__(job.task.train_set, batch_size=job.batch_size, sampler=job.train_sampler(),
-                             drop_last=True, num_workers=job.num_workers)
+                             drop_last=True, num_workers=job.num_workers, pin_memory=job.pin_memory)
             self.position = {"epoch": 0, "batch_in_epoch": 0}
 
         def __len__(self) -> int:
