@@ -7,6 +7,7 @@
    point, on the same SQLite store. Target: >= 30x cheaper.
 
     python scripts/bench_overhead.py [--task mlp_regression] [--blocks 12] [--block-steps 60] [--points 1000]
+                                     [Hydra overrides: task.hidden=256, hardware=cuda, precision=bf16_mixed]
 """
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: E40
 
 from adapters.baseline import BaselineAdapter  # noqa: E402
 from evalkit.config import register_configs  # noqa: E402
+from evalkit.job import caliber  # noqa: E402
 from evalkit.observe import Observer  # noqa: E402
 from evalkit.spool import SpoolWriter  # noqa: E402
-from evalkit.worker import build_task, make_job  # noqa: E402
+from evalkit.worker import build_task, make_job, resolve_device  # noqa: E402
 
 
 def _compose(overrides: list[str]):
@@ -39,14 +41,21 @@ def observer_overhead(task: str, blocks: int, block_steps: int, skip: int,
                       overrides: list[str]) -> tuple[float, float, float]:
     cfg = _compose([f"task={task}", f"train.max_steps={block_steps}", "train.val_every=0", *overrides])
     task_obj = build_task(cfg)
+    device = resolve_device(cfg.hardware.device, 0)
     stamps: list[float] = []
-    clock = register_optimizer_step_post_hook(lambda *a: stamps.append(time.perf_counter()))
+
+    def tick(*_) -> None:        # on CUDA the clock waits for the step's kernels, in both variants
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        stamps.append(time.perf_counter())
+
+    clock = register_optimizer_step_post_hook(tick)
     times: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
         spool = SpoolWriter(tmp, 0)
         for block in range(2 * blocks):
             observed = (block % 2 == 0) == ((block // 2) % 2 == 0)     # ABBA order: O U U O O U ...
-            job = make_job(cfg, task_obj, torch.device("cpu"), {"ckpt_dir": os.path.join(tmp, "ckpt")})
+            job = make_job(cfg, task_obj, device, {"ckpt_dir": os.path.join(tmp, "ckpt")})
             job.ckpt_every, job.max_steps = 10**9, block_steps
             observer = Observer(task_obj, spool, job.device, warmup_steps=0).attach() if observed else None
             stamps.clear()
@@ -58,7 +67,7 @@ def observer_overhead(task: str, blocks: int, block_steps: int, skip: int,
         spool.close()
     clock.remove()
     with_obs, without = statistics.median(times[True]), statistics.median(times[False])
-    return with_obs / without, with_obs, without
+    return with_obs / without, with_obs, without, caliber(cfg)
 
 
 def _fit(job) -> None:
@@ -105,10 +114,10 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the task, e.g. task.hidden=256")
     args = parser.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    ratio, with_obs, without = observer_overhead(args.task, args.blocks, args.block_steps, args.skip,
-                                                 args.overrides)
-    print(f"observer overhead on {args.task} {' '.join(args.overrides)} (caliber hw=cpu|bs=32|accum=1|prec=fp32|"
-          f"ws=1, {args.blocks}x{args.block_steps} steps per variant, ABBA-interleaved):")
+    ratio, with_obs, without, cal = observer_overhead(args.task, args.blocks, args.block_steps, args.skip,
+                                                      args.overrides)
+    print(f"observer overhead on {args.task} {' '.join(args.overrides)} (caliber {cal}, "
+          f"{args.blocks}x{args.block_steps} steps per variant, ABBA-interleaved):")
     print(f"  median step time observed {with_obs * 1e3:.3f} ms / unobserved {without * 1e3:.3f} ms"
           f" = ratio {ratio:.4f}  (target <= 1.02: {'PASS' if ratio <= 1.02 else 'MISS'}); "
           f"observers cost {(with_obs - without) * 1e3:+.3f} ms per step")

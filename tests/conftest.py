@@ -9,7 +9,10 @@ import sys
 import pytest
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-EVALKIT = os.path.join(os.path.dirname(sys.executable), "evalkit")
+_SCRIPT = os.path.join(os.path.dirname(sys.executable), "evalkit")
+# The console script of an installed evalkit; without one (a GPU machine running from PYTHONPATH, see
+# scripts/cuda_check.sh) the same entry point through the interpreter.
+EVALKIT = [_SCRIPT] if os.path.exists(_SCRIPT) else [sys.executable, "-m", "evalkit"]
 
 
 def run_evalkit(workdir, *overrides: str, multirun: bool = False, timeout: float = 600,
@@ -18,7 +21,7 @@ def run_evalkit(workdir, *overrides: str, multirun: bool = False, timeout: float
     full_env = {k: v for k, v in os.environ.items()
                 if k not in ("MLFLOW_TRACKING_URI", "EVALKIT_DEFAULT_TRACKING_URI")}
     full_env.update(env or {})
-    cmd = [EVALKIT, *(["-m"] if multirun else []), *overrides, "tracking.progress_interval_s=1000"]
+    cmd = [*EVALKIT, *(["-m"] if multirun else []), *overrides, "tracking.progress_interval_s=1000"]
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 

@@ -1,6 +1,8 @@
 """The CUDA path. CI has no GPU: these skip cleanly there, and `hardware=cuda` is refused with a reason."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from conftest import job_runs, run_evalkit
@@ -32,10 +34,25 @@ def test_cuda_records_precision_and_device_memory(workdir, trainer, precision, d
     client, (run,) = job_runs(workdir)
     assert run.data.tags["evalkit.observed_precision"] == dtype
     assert "max_memory_allocated" in run.data.tags["evalkit.peak_mem_method"]
-    summary = open(client.download_artifacts(run.info.run_id, "evalkit/summary_rank0.json")).read()
-    assert "nvml_used_bytes" in summary
+    summary = json.load(open(client.download_artifacts(run.info.run_id, "evalkit/summary_rank0.json")))
+    assert summary["device"] == "cuda:0"
+    assert summary["nvml_samples"] >= 1, summary.get("nvml_error")
+    assert summary["nvml_used_bytes"] >= run.data.metrics["perf/peak_mem_bytes"] > 0   # the driver sees more
+    assert run.data.metrics["perf/nvml_peak_used_bytes"] == summary["nvml_used_bytes"]
+    assert summary["unattributed_samples"] == 0
     if precision == "fp16_mixed":
         assert "train/loss_scale" in run.data.metrics
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() != 1, reason="checks the refusal on a machine with one GPU")
+@pytest.mark.parametrize("hardware", ["cuda", "auto"])
+def test_more_ranks_than_gpus_is_refused_before_launch(workdir, hardware):
+    proc = run_evalkit(workdir, f"hardware={hardware}", "distributed=ddp", "distributed.world_size=2",
+                       "train.max_steps=2")
+    assert proc.returncode != 0
+    _, (run,) = job_runs(workdir)
+    assert "one CUDA device per rank" in run.data.tags["evalkit.failure_reason"]
 
 
 @pytest.mark.cuda

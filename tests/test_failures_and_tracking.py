@@ -28,7 +28,7 @@ def _worker_pids(run_marker: str) -> list[int]:
 
 def test_sigkilled_worker_leaves_a_failed_run_with_its_records(workdir):
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    proc = subprocess.Popen([EVALKIT, "train.max_steps=100000", "train.val_every=0", "tracking.flush_interval_s=0.2",
+    proc = subprocess.Popen([*EVALKIT, "train.max_steps=100000", "train.val_every=0", "tracking.flush_interval_s=0.2",
                              "hydra.run.dir=run"], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     spool = workdir / "run" / "spool" / "records_rank0.jsonl"

@@ -41,7 +41,7 @@ def test_outage_mid_run_then_reship(tmp_path):
     server = _start_server(tmp_path, port)
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
            "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
-    job = subprocess.Popen([EVALKIT, "train.max_steps=200", "train.val_every=100", "hydra.run.dir=run",
+    job = subprocess.Popen([*EVALKIT, "train.max_steps=200", "train.val_every=100", "hydra.run.dir=run",
                             "tracking.flush_interval_s=0.2"], cwd=tmp_path, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     spool = tmp_path / "run" / "spool" / "records_rank0.jsonl"
