@@ -66,7 +66,15 @@ import torch
 from torch.utils.data import DataLoader
 
 from evalkit.checkpoint import CorruptCheckpoint
-from evalkit.contract import TrainJob, UnsupportedCombination, check_mode, distribution_versions, jsonable, require
+from evalkit.contract import (
+    TrainJob,
+    UnsupportedCombination,
+    check_mode,
+    distribution_versions,
+    jsonable,
+    require,
+    same_device,
+)
 from evalkit.data import GlobalOrderSampler
 
 MIXED_PRECISION = {"fp32": "no", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
@@ -188,7 +196,7 @@ class AccelerateAdapter:
 
         aligned = self.mode == "aligned"
         accelerator, settings = self._accelerator(job)
-        if accelerator.device != job.device:
+        if not same_device(accelerator.device, job.device):
             raise UnsupportedCombination(
                 f"accelerate chose device {accelerator.device} but evalkit asked for {job.device} "
                 "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")

@@ -80,7 +80,15 @@ from torch.utils.data import DataLoader
 
 from adapters.accelerate_loop import accelerate_state_deviations
 from evalkit.checkpoint import CorruptCheckpoint
-from evalkit.contract import TrainJob, UnsupportedCombination, check_mode, distribution_versions, jsonable, require
+from evalkit.contract import (
+    TrainJob,
+    UnsupportedCombination,
+    check_mode,
+    distribution_versions,
+    jsonable,
+    require,
+    same_device,
+)
 from evalkit.data import GlobalOrderSampler, ValSampler
 
 
@@ -219,7 +227,7 @@ class HFTrainerAdapter:
                               eval_dataset=job.task.val_set, data_collator=collate,
                               optimizers=(optimizer, scheduler))
         accelerator = trainer.accelerator
-        if args.device != job.device:
+        if not same_device(args.device, job.device):
             raise UnsupportedCombination(
                 f"the Trainer chose device {args.device} but evalkit asked for {job.device} "
                 "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")

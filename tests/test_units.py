@@ -10,6 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from evalkit.config import TaskConfig, TrainConfig
+from evalkit.contract import same_device
 from evalkit.data import OrderedSampler, SampleIndex, ValSampler
 from evalkit.measure import NvmlPeak, PeakSampler
 from evalkit.optim import WarmupSchedule, make_optimizer, make_scheduler
@@ -139,3 +140,10 @@ def test_peak_sampler_keeps_the_largest_reading_and_reports_a_failing_reader():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the reading on a machine without a GPU driver")
 def test_nvml_without_a_driver_is_a_reading_not_an_error():
     assert set(NvmlPeak(torch.device("cuda", 0)).finish()) == {"nvml_error"}
+
+
+def test_same_device_ignores_a_cpu_index_only():
+    assert same_device(torch.device("cpu"), torch.device("cpu", 0))
+    assert same_device(torch.device("cuda", 1), torch.device("cuda:1"))
+    assert not same_device(torch.device("cuda", 0), torch.device("cuda", 1))
+    assert not same_device(torch.device("cpu"), torch.device("cuda", 0))

@@ -138,6 +138,11 @@ def jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def same_device(a: torch.device, b: torch.device) -> bool:
+    """Whether two devices are one (a CPU's index means nothing: `cpu` is `cpu:0`)."""
+    return a.type == b.type and (a.type == "cpu" or a.index == b.index)
+
+
 def distribution_versions(*names: str) -> dict[str, str]:
     """Installed versions of the given distributions ("not installed" when absent)."""
     from importlib import metadata
