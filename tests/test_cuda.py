@@ -45,6 +45,24 @@ def test_cuda_records_precision_and_device_memory(workdir, trainer, precision, d
 
 
 @pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("trainer", TRAINERS[1:])
+@pytest.mark.parametrize("precision,dtype", [("bf16_mixed", "bfloat16"), ("fp16_mixed", "float16")])
+def test_cuda_defaults_mode_runs_or_says_why(workdir, trainer, precision, dtype):
+    """Quick-start code on a GPU: it finishes (another precision than requested is tagged as a mismatch) or
+    ends FAILED with its reason (e.g. Fabric's clip_gradients on an fp16 overflow); never silently."""
+    run_evalkit(workdir, f"trainer={trainer}", "trainer.mode=defaults", "hardware=cuda", f"precision={precision}",
+                "train.max_steps=30", "train.grad_clip=null")
+    _, (run,) = job_runs(workdir)
+    tags = run.data.tags
+    if run.info.status != "FINISHED":
+        assert run.info.status == "FAILED" and tags["evalkit.failure_reason"]
+        return
+    if tags["evalkit.observed_precision"] != dtype:
+        assert precision in tags["evalkit.precision_mismatch"]
+
+
+@pytest.mark.cuda
 @pytest.mark.skipif(torch.cuda.device_count() != 1, reason="checks the refusal on a machine with one GPU")
 @pytest.mark.parametrize("hardware", ["cuda", "auto"])
 def test_more_ranks_than_gpus_is_refused_before_launch(workdir, hardware):
