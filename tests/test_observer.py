@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from omegaconf import OmegaConf
 
@@ -22,9 +23,11 @@ def _records(tmp_path):
     return [json.loads(line) for line in (tmp_path / "records_rank0.jsonl").read_text().splitlines()]
 
 
-def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path):
+@pytest.mark.parametrize("defer_ids", [False, True])    # True: ids looked up at the step's end, as on CUDA
+def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path, defer_ids):
     task = _task()
-    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=1).attach()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=1,
+                        defer_ids=defer_ids).attach()
     opt = torch.optim.SGD(task.model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
     x, y = task.train_set.tensors
@@ -60,11 +63,14 @@ def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path):
         expected = float(((task.model(task.val_set.tensors[0]) - task.val_set.tensors[1]) ** 2).mean())
     assert abs(val["value"] - expected) < 1e-6
     assert summary["observed_dtypes"] == {"float32": 6}
+    assert summary["unattributed_samples"] == 0
 
 
-def test_skipped_fp16_step_is_recorded_not_merged_into_the_next(tmp_path):
+@pytest.mark.parametrize("defer_ids", [False, True])
+def test_skipped_fp16_step_is_recorded_not_merged_into_the_next(tmp_path, defer_ids):
     task = _task()
-    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0).attach()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0,
+                        defer_ids=defer_ids).attach()
     opt = torch.optim.SGD(task.model.parameters(), lr=0.01)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
     x, y = task.train_set.tensors
@@ -82,3 +88,4 @@ def test_skipped_fp16_step_is_recorded_not_merged_into_the_next(tmp_path):
     (step,) = [r for r in records if r["kind"] == "step"]
     assert step["step"] == 1 and step["micro_batches"] == 1 and step["loss_scale"] == 2.0**15
     assert [r.get("skipped", False) for r in records if r["kind"] == "micro"] == [True, False]
+    assert [r["ids"] for r in records if r["kind"] == "micro"] == [list(range(8))] * 2

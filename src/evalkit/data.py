@@ -92,12 +92,12 @@ class ValSampler(Sampler[int]):
 
 
 # ---------------------------------------------------------------- fingerprints
-_FINGERPRINT_WIDTH = 16
+FINGERPRINT_WIDTH = 16
 
 
 def fingerprint(rows: torch.Tensor) -> list[bytes]:
     """The exact bytes of each row's first values, as stored (one copy, no arithmetic: it runs per micro-batch)."""
-    flat = rows.detach().reshape(rows.shape[0], -1)[:, :_FINGERPRINT_WIDTH]
+    flat = rows.detach().reshape(rows.shape[0], -1)[:, :FINGERPRINT_WIDTH]
     if flat.device.type != "cpu":
         flat = flat.cpu()
     raw = flat.contiguous().view(torch.uint8).numpy()      # (rows, width * itemsize) bytes
@@ -113,7 +113,7 @@ class SampleIndex:
     """
 
     def __init__(self, train_inputs: torch.Tensor, val_inputs: torch.Tensor):
-        self._heads = {split: inputs.reshape(inputs.shape[0], -1)[:, :_FINGERPRINT_WIDTH]
+        self._heads = {split: inputs.reshape(inputs.shape[0], -1)[:, :FINGERPRINT_WIDTH]
                        for split, inputs in (("train", train_inputs), ("val", val_inputs))}
         self._tables = {(split, head.dtype): self._build(head) for split, head in self._heads.items()}
 

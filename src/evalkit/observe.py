@@ -21,7 +21,7 @@ import torch
 from torch.optim.lr_scheduler import LRScheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from evalkit.data import SampleIndex
+from evalkit.data import FINGERPRINT_WIDTH, SampleIndex
 from evalkit.measure import PeakWindow, read_peak, reset_peak
 from evalkit.spool import SpoolWriter
 from evalkit.tasks import Task
@@ -103,12 +103,39 @@ def _compute_layer(model: torch.nn.Module) -> torch.nn.Module:
     return next((m for m in model.modules() if isinstance(m, layers)), model)
 
 
+class _DeferredIds:
+    """A training micro-batch's sample ids, looked up at the step's end: its first values are copied to the
+    host without waiting for the device (pinned memory, on CUDA) and read after the sync the step takes
+    anyway, so the observer adds no device sync per micro-batch."""
+
+    def __init__(self, index: SampleIndex, rows: torch.Tensor):
+        head = rows.detach().reshape(rows.shape[0], -1)[:, :FINGERPRINT_WIDTH]
+        self.index, self.n, self.done = index, rows.shape[0], None
+        if head.device.type == "cuda":
+            self.host = torch.empty(head.shape, dtype=head.dtype, pin_memory=True)
+            self.host.copy_(head, non_blocking=True)
+            self.done = torch.cuda.Event()
+            self.done.record(torch.cuda.current_stream(head.device))
+        else:
+            self.host = head.clone()
+
+    def resolve(self) -> list[int]:
+        if self.done is not None:
+            self.done.synchronize()
+        return self.index.lookup(self.host, "train")
+
+
 class Observer:
+    """Watches one rank's training from the outside (module, loss, optimizer, scheduler and scaler hooks) and
+    writes what it sees to the spool. `defer_ids`: look training sample ids up at the step's end rather than
+    at each forward (default: on CUDA, where an immediate lookup would wait for the device)."""
+
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
-                 sample_ids: bool = True, record_params: bool = False):
+                 sample_ids: bool = True, record_params: bool = False, defer_ids: bool | None = None):
         self.task, self.spool, self.device = task, spool, device
         self.warmup_steps = warmup_steps
         self.index = SampleIndex(task.train_set.tensors[0], task.val_set.tensors[0]) if sample_ids else None
+        self.defer_ids = device.type == "cuda" if defer_ids is None else defer_ids
         self.record_params = record_params
         self.step = 0                       # optimizer steps completed, counted from the start step
         self._start_source: str | None = None
@@ -116,7 +143,7 @@ class Observer:
         self._micro_losses: list[torch.Tensor] = []
         self._val: dict[str, float] | None = None
         self._val_in_interval = False
-        self._pending_ids: list[int] | None = None
+        self._pending_ids: list[int] | _DeferredIds | None = None
         self._compute_dtype: torch.dtype | None = None
         self._pre: dict[str, Any] = {}
         self._t_prev = time.perf_counter()
@@ -161,7 +188,8 @@ class Observer:
             self._flush_val()
         self._pending_ids = None
         if self.index is not None and rows is not None:
-            self._pending_ids = self.index.lookup(rows, "train" if training else "val")
+            self._pending_ids = (_DeferredIds(self.index, rows) if training and self.defer_ids
+                                 else self.index.lookup(rows, "train" if training else "val"))
 
     def _on_compute_layer(self, module, args, output) -> None:
         self._compute_dtype = output.dtype if isinstance(output, torch.Tensor) else None
@@ -174,11 +202,14 @@ class Observer:
         ids = self._pending_ids or []
         if torch.is_grad_enabled():
             self._dtypes[dtype] += 1
-            self._unattributed += sum(1 for i in ids if i < 0)
-            self._micro.append({"kind": "micro", "i": len(self._micro),
-                                "n": len(ids) if ids else (out.shape[0] if out is not None else 0),
+            if isinstance(ids, _DeferredIds):
+                n = ids.n
+            else:
+                n = len(ids) if ids else (out.shape[0] if out is not None else 0)
+                self._unattributed += sum(1 for i in ids if i < 0)
+            self._micro.append({"kind": "micro", "i": len(self._micro), "n": n,
                                 "train_mode": module.training, "grad": True, "dtype": dtype, "ids": ids})
-        elif out is not None:
+        elif out is not None and not isinstance(ids, _DeferredIds):
             self._accumulate_val(module, out, ids, dtype)
 
     def _on_loss(self, module, args, output) -> None:
@@ -221,6 +252,7 @@ class Observer:
         if not self._micro or not scaler.is_enabled():
             return
         losses = _to_floats(self._micro_losses)
+        self._resolve_ids()
         for micro, loss in zip(self._micro, losses):
             self.spool.add({**micro, "step": self.step, "loss": loss, "skipped": True})
         scale = _to_floats([scaler._scale])[0] if scaler._scale is not None else None
@@ -228,6 +260,13 @@ class Observer:
                         "loss_scale": scale, "wall": time.time()})
         self.spool.flush()
         self._micro, self._micro_losses = [], []
+
+    def _resolve_ids(self) -> None:
+        """The deferred sample ids of the micro-batches so far (after the step's device sync)."""
+        for micro in self._micro:
+            if isinstance(micro["ids"], _DeferredIds):
+                micro["ids"] = micro["ids"].resolve()
+                self._unattributed += sum(1 for i in micro["ids"] if i < 0)
 
     def _on_step_pre(self, optimizer, args, kwargs) -> None:
         if self._start_source is None:
@@ -254,6 +293,7 @@ class Observer:
         samples = sum(m["n"] for m in self._micro)
         for micro, loss in zip(self._micro, loss_values):
             micro["loss"] = loss
+        self._resolve_ids()
         record = {"kind": "step", "step": self.step, "t": now, "wall": time.time(), "dt": now - self._t_prev,
                   "lr": pre.get("lr", [g["lr"] for g in optimizer.param_groups]),
                   "grad_norm": norm, "loss_scale": scale,
