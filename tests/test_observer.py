@@ -23,11 +23,11 @@ def _records(tmp_path):
     return [json.loads(line) for line in (tmp_path / "records_rank0.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("defer_ids", [False, True])    # True: ids looked up at the step's end, as on CUDA
-def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path, defer_ids):
+@pytest.mark.parametrize("deferred", [False, True])    # True: records written a step later, as on CUDA
+def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path, deferred):
     task = _task()
     observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=1,
-                        defer_ids=defer_ids).attach()
+                        deferred=deferred).attach()
     opt = torch.optim.SGD(task.model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
     x, y = task.train_set.tensors
@@ -43,6 +43,8 @@ def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path, defer_ids)
         opt.step()
         opt.zero_grad()
         sched.step()
+    written = [r["step"] for r in _records(tmp_path) if r["kind"] == "step"]
+    assert written == ([1, 2] if deferred else [1, 2, 3])       # deferred: the last step waits for finish()
     with torch.no_grad():
         task.model.eval()
         task.model(task.val_set.tensors[0][:16])
@@ -66,11 +68,11 @@ def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path, defer_ids)
     assert summary["unattributed_samples"] == 0
 
 
-@pytest.mark.parametrize("defer_ids", [False, True])
-def test_skipped_fp16_step_is_recorded_not_merged_into_the_next(tmp_path, defer_ids):
+@pytest.mark.parametrize("deferred", [False, True])
+def test_skipped_fp16_step_is_recorded_not_merged_into_the_next(tmp_path, deferred):
     task = _task()
     observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0,
-                        defer_ids=defer_ids).attach()
+                        deferred=deferred).attach()
     opt = torch.optim.SGD(task.model.parameters(), lr=0.01)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
     x, y = task.train_set.tensors

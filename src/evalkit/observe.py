@@ -103,21 +103,45 @@ def _compute_layer(model: torch.nn.Module) -> torch.nn.Module:
     return next((m for m in model.modules() if isinstance(m, layers)), model)
 
 
+def _host_copy(tensor: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    """`tensor` copied to the host without waiting for the device (pinned memory on CUDA) and the event to
+    wait on before reading it (None on the CPU, where the copy is already done)."""
+    if tensor.device.type != "cuda":
+        return tensor.detach().clone(), None
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    host.copy_(tensor.detach(), non_blocking=True)
+    done = torch.cuda.Event()
+    done.record(torch.cuda.current_stream(tensor.device))
+    return host, done
+
+
+class _LazyFloats:
+    """Scalars (tensors, floats or None) captured now, read as floats later with one wait at most: for
+    the device's work up to the capture, not for what was queued since."""
+
+    def __init__(self, values: list[torch.Tensor | float | None]):
+        self.values = list(values)
+        self.slots = [i for i, v in enumerate(self.values) if isinstance(v, torch.Tensor)]
+        self.host, self.done = (_host_copy(torch.stack([self.values[i].float().reshape(()) for i in self.slots]))
+                                if self.slots else (None, None))
+
+    def get(self) -> list[float | None]:
+        if self.done is not None:
+            self.done.synchronize()
+        out = list(self.values)
+        for i, value in zip(self.slots, self.host.tolist() if self.host is not None else []):
+            out[i] = value
+        return out
+
+
 class _DeferredIds:
-    """A training micro-batch's sample ids, looked up at the step's end: its first values are copied to the
-    host without waiting for the device (pinned memory, on CUDA) and read after the sync the step takes
-    anyway, so the observer adds no device sync per micro-batch."""
+    """A training micro-batch's sample ids, looked up when its step's record is written: its first values
+    are copied to the host without waiting for the device, so the observer adds no device sync per
+    micro-batch."""
 
     def __init__(self, index: SampleIndex, rows: torch.Tensor):
-        head = rows.detach().reshape(rows.shape[0], -1)[:, :FINGERPRINT_WIDTH]
-        self.index, self.n, self.done = index, rows.shape[0], None
-        if head.device.type == "cuda":
-            self.host = torch.empty(head.shape, dtype=head.dtype, pin_memory=True)
-            self.host.copy_(head, non_blocking=True)
-            self.done = torch.cuda.Event()
-            self.done.record(torch.cuda.current_stream(head.device))
-        else:
-            self.host = head.clone()
+        self.index, self.n = index, rows.shape[0]
+        self.host, self.done = _host_copy(rows.reshape(rows.shape[0], -1)[:, :FINGERPRINT_WIDTH])
 
     def resolve(self) -> list[int]:
         if self.done is not None:
@@ -127,15 +151,22 @@ class _DeferredIds:
 
 class Observer:
     """Watches one rank's training from the outside (module, loss, optimizer, scheduler and scaler hooks) and
-    writes what it sees to the spool. `defer_ids`: look training sample ids up at the step's end rather than
-    at each forward (default: on CUDA, where an immediate lookup would wait for the device)."""
+    writes what it sees to the spool.
+
+    `deferred` (default: on CUDA): never wait for the device. A step's values (loss, grad norm, loss scale,
+    sample ids) are copied to the host without waiting and its records are written when the next step ends
+    (or at `finish`), by which time the copy is done; waiting at each step would drain the device's queue
+    and expose CPU overhead (a wrapper's) that the GPU's work normally hides. Off, every record is written
+    when its step ends.
+    """
 
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
-                 sample_ids: bool = True, record_params: bool = False, defer_ids: bool | None = None):
+                 sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None):
         self.task, self.spool, self.device = task, spool, device
         self.warmup_steps = warmup_steps
         self.index = SampleIndex(task.train_set.tensors[0], task.val_set.tensors[0]) if sample_ids else None
-        self.defer_ids = device.type == "cuda" if defer_ids is None else defer_ids
+        self.deferred = device.type == "cuda" if deferred is None else deferred
+        self._unwritten: tuple[dict, list[dict], _LazyFloats] | None = None   # deferred: the last step's
         self.record_params = record_params
         self.step = 0                       # optimizer steps completed, counted from the start step
         self._start_source: str | None = None
@@ -188,7 +219,7 @@ class Observer:
             self._flush_val()
         self._pending_ids = None
         if self.index is not None and rows is not None:
-            self._pending_ids = (_DeferredIds(self.index, rows) if training and self.defer_ids
+            self._pending_ids = (_DeferredIds(self.index, rows) if training and self.deferred
                                  else self.index.lookup(rows, "train" if training else "val"))
 
     def _on_compute_layer(self, module, args, output) -> None:
@@ -251,8 +282,9 @@ class Observer:
         Its micro-batches are recorded as skipped, not counted into the next step."""
         if not self._micro or not scaler.is_enabled():
             return
+        self._write_unwritten()
         losses = _to_floats(self._micro_losses)
-        self._resolve_ids()
+        self._resolve_ids(self._micro)
         for micro, loss in zip(self._micro, losses):
             self.spool.add({**micro, "step": self.step, "loss": loss, "skipped": True})
         scale = _to_floats([scaler._scale])[0] if scaler._scale is not None else None
@@ -261,9 +293,9 @@ class Observer:
         self.spool.flush()
         self._micro, self._micro_losses = [], []
 
-    def _resolve_ids(self) -> None:
-        """The deferred sample ids of the micro-batches so far (after the step's device sync)."""
-        for micro in self._micro:
+    def _resolve_ids(self, micros: list[dict]) -> None:
+        """Deferred sample ids looked up (their copies to the host are waited for)."""
+        for micro in micros:
             if isinstance(micro["ids"], _DeferredIds):
                 micro["ids"] = micro["ids"].resolve()
                 self._unattributed += sum(1 for i in micro["ids"] if i < 0)
@@ -287,42 +319,60 @@ class Observer:
             self._cuda_events.append(event)
         # The gradient norm is read after the step: a closure-based optimizer step (Lightning) runs the
         # backward inside step(), and torch's optimizers leave .grad untouched (clipping came before).
-        norm = _global_grad_norm(optimizer)
-        pre, losses = self._pre, self._micro_losses
-        norm, scale, *loss_values = _to_floats([norm, pre.get("scale"), *losses])
-        samples = sum(m["n"] for m in self._micro)
-        for micro, loss in zip(self._micro, loss_values):
-            micro["loss"] = loss
-        self._resolve_ids()
+        pre, losses, micros = self._pre, self._micro_losses, self._micro
+        samples = sum(m["n"] for m in micros)
         record = {"kind": "step", "step": self.step, "t": now, "wall": time.time(), "dt": now - self._t_prev,
                   "lr": pre.get("lr", [g["lr"] for g in optimizer.param_groups]),
-                  "grad_norm": norm, "loss_scale": scale,
-                  "loss": sum(loss_values) / len(loss_values) if loss_values else None,
-                  "micro_batches": len(self._micro), "loss_calls": len(losses), "samples": samples,
+                  "micro_batches": len(micros), "loss_calls": len(losses), "samples": samples,
                   "sched_steps": pre.get("sched_steps", 0), "validated_before": self._val_in_interval}
-        for micro in self._micro:
-            micro["step"] = self.step
-            self.spool.add(micro)
-        self.spool.add(record)
+        values = [_global_grad_norm(optimizer), pre.get("scale"), *losses]
+        if self.deferred:
+            self._write_unwritten()
+            self._unwritten = (record, micros, _LazyFloats(values))
+        else:
+            self._write_step(record, micros, _to_floats(values))
         if self.record_params:
             self.spool.add({"kind": "params", "step": self.step,
                             "values": torch.cat([p.detach().float().reshape(-1).cpu()
                                                  for p in self.task.model.parameters()]).tolist()})
-        self.spool.flush()
+            self.spool.flush()
         self._intervals.append((self.step, now - self._t_prev, samples, self._val_in_interval))
         self._micro, self._micro_losses, self._pre, self._val_in_interval = [], [], {}, False
         if self.step == self._first_measured_step() - 1:
             self._peak_window = reset_peak(self.device)
         self._t_prev = time.perf_counter()
 
+    def _write_step(self, record: dict, micros: list[dict], floats: list[float | None]) -> None:
+        norm, scale, *loss_values = floats
+        record.update(grad_norm=norm, loss_scale=scale,
+                      loss=sum(loss_values) / len(loss_values) if loss_values else None)
+        self._resolve_ids(micros)
+        for i, micro in enumerate(micros):
+            self.spool.add({**micro, "step": record["step"],
+                            **({"loss": loss_values[i]} if i < len(loss_values) else {})})
+        self.spool.add(record)
+        self.spool.flush()
+
+    def _write_unwritten(self) -> None:
+        """Deferred mode: write the last step's records (waiting only for their values' copies)."""
+        if self._unwritten is not None:
+            record, micros, floats = self._unwritten
+            self._unwritten = None
+            self._write_step(record, micros, floats.get())
+
     def _first_measured_step(self) -> int:
         return (self._intervals[0][0] if self._intervals else self.step) + self.warmup_steps
 
     # ------------------------------------------------------------------ the end
-    def finish(self) -> dict[str, Any]:
-        """Flush what is pending and return the run's summary (throughput, memory, observed dtypes)."""
+    def flush(self) -> None:
+        """Write every record still held back (the last step's in deferred mode, a validation in progress)."""
+        self._write_unwritten()
         self._flush_val()
         self.spool.flush()
+
+    def finish(self) -> dict[str, Any]:
+        """Flush what is pending and return the run's summary (throughput, memory, observed dtypes)."""
+        self.flush()
         summary = {"last_step": self.step, "start_step_source": self._start_source,
                    "observed_dtypes": dict(self._dtypes),
                    "unattributed_samples": self._unattributed, **self._throughput(),

@@ -7,6 +7,7 @@ failure its traceback.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -97,6 +98,7 @@ def run(job_dir: str) -> int:
     cfg = OmegaConf.create(spec["config"])
     rank = int(os.environ.get("RANK", 0))
     spool = SpoolWriter(spec["spool_dir"], rank)
+    observer: Observer | None = None
     try:
         if cfg.hardware.threads:
             torch.set_num_threads(cfg.hardware.threads)
@@ -118,6 +120,9 @@ def run(job_dir: str) -> int:
             spool.write_json("effective_config.json", adapter.effective_config())
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported by exit code
+        if observer is not None:
+            with contextlib.suppress(Exception):    # the steps seen so far; a broken device may refuse
+                observer.flush()
         spool.flush()
         with open(os.path.join(spec["spool_dir"], f"error_rank{rank}.txt"), "w") as fh:
             fh.write(f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
