@@ -19,6 +19,17 @@ def test_cuda_requested_without_a_gpu_is_refused_with_a_reason(workdir):
     assert "no CUDA device" in run.data.tags["evalkit.failure_reason"]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks hardware=auto on a machine without CUDA")
+def test_auto_hardware_without_a_gpu_trains_every_rank_on_the_cpu(workdir):
+    proc = run_evalkit(workdir, "hardware=auto", "distributed=ddp", "distributed.world_size=2",
+                       "train.max_steps=3", "task.n_train=256", "task.n_val=64")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client, (run,) = job_runs(workdir)
+    for rank in (0, 1):
+        summary = json.load(open(client.download_artifacts(run.info.run_id, f"evalkit/summary_rank{rank}.json")))
+        assert summary["device"] == "cpu" and "nvml_used_bytes" not in summary
+
+
 TRAINERS = ["baseline", "lightning", "fabric", "accelerate", "hf_trainer", "ignite"]
 
 
