@@ -120,10 +120,14 @@ class _LazyFloats:
     the device's work up to the capture, not for what was queued since."""
 
     def __init__(self, values: list[torch.Tensor | float | None]):
-        self.values = list(values)
+        # CPU tensors convert now (no device to wait for); device tensors go to the host in one copy.
+        self.values = [float(v) if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v for v in values]
         self.slots = [i for i, v in enumerate(self.values) if isinstance(v, torch.Tensor)]
-        self.host, self.done = (_host_copy(torch.stack([self.values[i].float().reshape(()) for i in self.slots]))
-                                if self.slots else (None, None))
+        self.host, self.done = None, None
+        if self.slots:
+            device = self.values[self.slots[0]].device
+            self.host, self.done = _host_copy(torch.stack([self.values[i].detach().float().reshape(()).to(device)
+                                                           for i in self.slots]))
 
     def get(self) -> list[float | None]:
         if self.done is not None:
