@@ -69,9 +69,7 @@ from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
     TrainJob,
     UnsupportedCombination,
-    check_mode,
-    distribution_versions,
-    jsonable,
+    WrapperAdapter,
     require,
     same_device,
 )
@@ -119,18 +117,9 @@ def resolve_state_dir(path: str) -> str:
                             "no complete step_* directory); check resume_from")
 
 
-class AccelerateAdapter:
-    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        require("accelerate", "accelerate")
-        self.mode = check_mode(mode)
-        self.options = dict(options or {})
-        self._effective: dict[str, Any] = {}
-
-    def versions(self) -> dict[str, str]:
-        return distribution_versions("accelerate", "torch", "safetensors", "numpy", "huggingface-hub")
-
-    def effective_config(self) -> dict[str, Any]:
-        return jsonable(self._effective)
+class AccelerateAdapter(WrapperAdapter):
+    requires = (("accelerate", "accelerate"),)
+    distributions = ("accelerate", "torch", "safetensors", "numpy", "huggingface-hub")
 
     # ------------------------------------------------------------------ set-up
     def _accelerator(self, job: TrainJob):

@@ -13,30 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from evalkit.checkpoint import atomic_save, capture_rng, latest_checkpoint, restore_rng, safe_load
-from evalkit.contract import TrainJob, distribution_versions
+from evalkit.contract import TrainJob, WrapperAdapter
 
 CHECKPOINT_FORMAT = 1
 
 
-class BaselineAdapter:
-    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        self.mode = mode
-        self.options = dict(options or {})
-        self._effective: dict[str, Any] = {}
-
-    def versions(self) -> dict[str, str]:
-        return distribution_versions("torch")
-
-    def effective_config(self) -> dict[str, Any]:
-        return self._effective
-
+class BaselineAdapter(WrapperAdapter):
     # ------------------------------------------------------------------ the loop
     def fit(self, job: TrainJob) -> None:
         device = job.device

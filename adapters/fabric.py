@@ -38,7 +38,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, require
+from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter, require
 from evalkit.data import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
@@ -63,22 +63,16 @@ class FabricPassSampler(OrderedSampler):
         super().set_epoch(self.first_epoch + epoch)
 
 
-class FabricAdapter:
+class FabricAdapter(WrapperAdapter):
     """`trainer=fabric`: a loop written with Lightning Fabric (see the module docstring)."""
 
+    requires = (("lightning", "lightning"),)
+    distributions = ("lightning", "lightning-utilities")
+
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        require("lightning", "lightning")
-        self.mode = mode
-        self.options = dict(options or {})
+        super().__init__(mode, options)
         if self.options:   # none are defined: a typo must not pass silently
             raise ValueError(f"the fabric adapter takes no trainer.options, got {sorted(self.options)}")
-        self._effective: dict[str, Any] = {}
-
-    def versions(self) -> dict[str, str]:
-        return distribution_versions("lightning", "lightning-utilities")
-
-    def effective_config(self) -> dict[str, Any]:
-        return self._effective
 
     # ------------------------------------------------------------------ set-up
     def _fabric(self, job: TrainJob):

@@ -83,8 +83,7 @@ from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
     TrainJob,
     UnsupportedCombination,
-    check_mode,
-    distribution_versions,
+    WrapperAdapter,
     jsonable,
     require,
     same_device,
@@ -156,19 +155,9 @@ def _trainer_class():
     return EvalkitTrainer
 
 
-class HFTrainerAdapter:
-    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        require("transformers", "hf")
-        require("accelerate", "hf")
-        self.mode = check_mode(mode)
-        self.options = dict(options or {})
-        self._effective: dict[str, Any] = {}
-
-    def versions(self) -> dict[str, str]:
-        return distribution_versions("transformers", "accelerate", "torch", "safetensors", "huggingface-hub")
-
-    def effective_config(self) -> dict[str, Any]:
-        return jsonable(self._effective)
+class HFTrainerAdapter(WrapperAdapter):
+    requires = (("transformers", "hf"), ("accelerate", "hf"))
+    distributions = ("transformers", "accelerate", "torch", "safetensors", "huggingface-hub")
 
     # ------------------------------------------------------------------ arguments
     def _arguments(self, job: TrainJob) -> tuple[dict[str, Any], dict[str, Any]]:

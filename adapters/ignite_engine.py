@@ -65,7 +65,12 @@ from typing import Any
 import torch
 
 from evalkit.checkpoint import CorruptCheckpoint, capture_rng, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, check_mode, distribution_versions, jsonable, require
+from evalkit.contract import (
+    TrainJob,
+    UnsupportedCombination,
+    WrapperAdapter,
+    require,
+)
 
 _CKPT = re.compile(r"(?:step|checkpoint)_(\d+)\.pt$")
 
@@ -117,20 +122,14 @@ def resolve_checkpoint(path: str) -> str:
     return os.path.join(path, max(found, key=lambda f: int(_CKPT.search(f).group(1))))
 
 
-class IgniteAdapter:
+class IgniteAdapter(WrapperAdapter):
+    requires = (("ignite", "ignite"),)
+    distributions = ("pytorch-ignite", "torch")
+
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        require("ignite", "ignite")
-        self.mode = check_mode(mode)
-        self.options = dict(options or {})
-        self._effective: dict[str, Any] = {}
+        super().__init__(mode, options)
         self._handlers: list[dict[str, str]] = []
         self._val_history: list[dict[str, Any]] = []
-
-    def versions(self) -> dict[str, str]:
-        return distribution_versions("pytorch-ignite", "torch")
-
-    def effective_config(self) -> dict[str, Any]:
-        return jsonable(self._effective)
 
     def fit(self, job: TrainJob) -> None:
         require("ignite", "ignite")

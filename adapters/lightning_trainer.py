@@ -43,7 +43,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, distribution_versions, require
+from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter, require
 from evalkit.data import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
@@ -167,22 +167,16 @@ def _classes():
     return ResumableLoader, EvalkitModule, FinalCheckpoint
 
 
-class LightningAdapter:
+class LightningAdapter(WrapperAdapter):
     """`trainer=lightning`: Lightning's `Trainer.fit` on evalkit's task (see the module docstring)."""
 
+    requires = (("lightning", "lightning"),)
+    distributions = ("lightning", "pytorch-lightning", "lightning-utilities", "torchmetrics")
+
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        require("lightning", "lightning")
-        self.mode = mode
-        self.options = dict(options or {})
+        super().__init__(mode, options)
         if self.options:   # none are defined: a typo must not pass silently
             raise ValueError(f"the lightning adapter takes no trainer.options, got {sorted(self.options)}")
-        self._effective: dict[str, Any] = {}
-
-    def versions(self) -> dict[str, str]:
-        return distribution_versions("lightning", "pytorch-lightning", "lightning-utilities", "torchmetrics")
-
-    def effective_config(self) -> dict[str, Any]:
-        return self._effective
 
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:

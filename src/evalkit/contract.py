@@ -166,6 +166,28 @@ def require(module: str, extra: str) -> None:
             f"(or pip install 'evalkit[{extra}]')")
 
 
+class WrapperAdapter:
+    """The part every bundled adapter shares: the wrapper's import check (`requires`: (module, extra) pairs),
+    the mode, the options, `versions()` from `distributions`, and `effective_config()` from the
+    `self._effective` report that `fit` fills in. Subclasses add `fit`."""
+
+    requires: tuple[tuple[str, str], ...] = ()
+    distributions: tuple[str, ...] = ("torch",)
+
+    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
+        for module, extra in self.requires:
+            require(module, extra)
+        self.mode = check_mode(mode)
+        self.options = dict(options or {})
+        self._effective: dict[str, Any] = {}
+
+    def versions(self) -> dict[str, str]:
+        return distribution_versions(*self.distributions)
+
+    def effective_config(self) -> dict[str, Any]:
+        return jsonable(self._effective)
+
+
 def iter_forever(loader_factory: Callable[[int], DataLoader], start_epoch: int = 0) -> Iterator[tuple[int, Any]]:
     """(epoch, batch) pairs over successive epochs."""
     epoch = start_epoch
