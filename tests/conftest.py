@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 
@@ -106,3 +107,33 @@ def assert_resumed_at_step_21(client, continuous, resumed):
     assert rest[0]["step"] == "21" and rest[-1]["step"] == "40"
     assert rest[0]["lr"] == full["21"]["lr"]
     return full, rest
+
+
+def bf16_accumulating(workdir, *trainer: str):
+    """bf16_mixed with grad_accum=2 on ADAPTER_SMALL (precision and accumulation in one run): (client, run)."""
+    return run_ok(workdir, *trainer, *ADAPTER_SMALL, "precision=bf16_mixed", "train.grad_accum=2")
+
+
+def resumed_from_step_20(workdir, *trainer: str, checkpoint: str):
+    """ADAPTER_RESUME twice in one workdir: a run checkpointing every 20 steps, then one resumed from its
+    `checkpoint` (a name inside its checkpoint dir): (client, continuous, resumed, checkpoint path)."""
+    client, continuous = run_ok(workdir, *trainer, *ADAPTER_RESUME, "train.ckpt_every=20")
+    path = os.path.join(continuous.data.tags["evalkit.checkpoint_dir"], checkpoint)
+    _, resumed = run_ok(workdir, *trainer, *ADAPTER_RESUME, f"resume_from={path}")
+    return client, continuous, resumed, path
+
+
+def assert_lightning_ranks_joined(client, run) -> None:
+    """Lightning/Fabric at world size 2: exactly evalkit's two workers joined (each log announces its own
+    rank once, nobody else's), validation merged over both ranks, 32 samples per rank and step."""
+    run_dir = run.data.tags["evalkit.run_dir"]
+    logs = sorted(f for f in os.listdir(run_dir) if re.fullmatch(r"worker_rank\d+\.log", f))
+    assert logs == ["worker_rank0.log", "worker_rank1.log"]
+    for rank, name in enumerate(logs):
+        with open(os.path.join(run_dir, name)) as fh:
+            joins = re.findall(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)", fh.read())
+        assert joins == [(str(rank), str(rank + 1), "2")]
+    val = read_records(client, run.info.run_id, "val_rank0.csv")
+    assert all(r["ranks"] == "2" and r["samples"] == "128" for r in val)
+    assert all(r["samples"] == "32" for r in read_records(client, run.info.run_id))
+

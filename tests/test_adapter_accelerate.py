@@ -17,11 +17,12 @@ from conftest import (
     aligned_with_baseline,
     assert_bit_identical_to_baseline,
     assert_resumed_at_step_21,
+    bf16_accumulating,
     effective_config,
     job_runs,
     read_records,
+    resumed_from_step_20,
     run_evalkit,
-    run_ok,
 )
 
 pytest.importorskip("accelerate")
@@ -38,17 +39,12 @@ def aligned(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bf16(tmp_path_factory):
-    return run_ok(tmp_path_factory.mktemp("accelerate_bf16"), *TRAINER, *SMALL, "precision=bf16_mixed",
-                "train.grad_accum=2")
+    return bf16_accumulating(tmp_path_factory.mktemp("accelerate_bf16"), *TRAINER)
 
 
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("accelerate_ddp")
-    client, continuous = run_ok(workdir, *TRAINER, *RESUME, "train.ckpt_every=20")
-    state_dir = os.path.join(continuous.data.tags["evalkit.checkpoint_dir"], "step_00000020")
-    _, resumed = run_ok(workdir, *TRAINER, *RESUME, f"resume_from={state_dir}")
-    return client, continuous, resumed, state_dir
+    return resumed_from_step_20(tmp_path_factory.mktemp("accelerate_ddp"), *TRAINER, checkpoint="step_00000020")
 
 
 def test_fp32_finishes_with_the_baselines_metrics_and_the_effective_config(aligned):

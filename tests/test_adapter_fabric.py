@@ -7,10 +7,18 @@ the baseline's bit for bit, also with a shorter last accumulation window and aft
 from __future__ import annotations
 
 import os
-import re
 
 import pytest
-from conftest import ADAPTER_SMALL, assert_resumed_at_step_21, effective_config, job_runs, ok, read_records, run_evalkit
+from conftest import (
+    ADAPTER_SMALL,
+    assert_lightning_ranks_joined,
+    assert_resumed_at_step_21,
+    effective_config,
+    job_runs,
+    ok,
+    read_records,
+    run_evalkit,
+)
 
 pytestmark = pytest.mark.slow
 SMALL = ADAPTER_SMALL
@@ -79,16 +87,7 @@ def test_ddp_world_size_two_uses_evalkits_two_processes(workdir):
     assert fabric["strategy"] == "DDPStrategy" and fabric["world_size"] == 2
     assert fabric["cluster_environment"] == "TorchElasticEnvironment"
     assert fabric["creates_processes_externally"] is True and fabric["process_group_backend"] == "gloo"
-    run_dir = run.data.tags["evalkit.run_dir"]
-    logs = sorted(f for f in os.listdir(run_dir) if re.fullmatch(r"worker_rank\d+\.log", f))
-    assert logs == ["worker_rank0.log", "worker_rank1.log"]
-    for rank, name in enumerate(logs):
-        with open(os.path.join(run_dir, name)) as fh:
-            joins = re.findall(r"GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)", fh.read())
-        assert joins == [(str(rank), str(rank + 1), "2")]
-    val = read_records(client, run.info.run_id, "val_rank0.csv")
-    assert all(r["ranks"] == "2" and r["samples"] == "128" for r in val)
-    assert all(r["samples"] == "32" for r in read_records(client, run.info.run_id))
+    assert_lightning_ranks_joined(client, run)
 
 
 def test_resume_through_fabric_load_continues_at_step_21(workdir):
