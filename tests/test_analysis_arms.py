@@ -96,16 +96,18 @@ def test_noisy_throughput_near_the_budget_is_inconclusive():
     assert c.outcome == compare.INCONCLUSIVE
 
 
-def test_metrics_that_can_be_zero_use_a_relative_linear_scale():
+def test_metrics_that_can_be_zero_declare_an_absolute_scale():
     def arm(trainer, values):
         runs = [RunRecord(f"{trainer}{i}", "FINISHED", {"evalkit.role": "job", "evalkit.seed": str(i)},
                           {"val/score": v}) for i, v in enumerate(values)]
         return Arm(ArmKey("t", "c", trainer, "aligned"), runs)
 
-    c = compare.compare_metric(arm("w", [0.0, 0.5, 1.0, 0.5]), arm("baseline", [0.0, 0.5, 1.0, 0.5]),
-                               compare.MetricSpec("val/score", True, 0.01), 0.05)
+    w, b = arm("w", [0.0, 0.5, 1.0, 0.5]), arm("baseline", [0.0, 0.5, 1.0, 0.5])
+    c = compare.compare_metric(w, b, compare.MetricSpec("val/score", True, 0.01, scale="absolute"), 0.05)
     compare.adjust([c], 0.05)
-    assert c.delta == 0 and c.outcome == compare.EQUIVALENT
+    assert c.delta == 0 and c.outcome == compare.EQUIVALENT and c.scale == "absolute"
+    with pytest.raises(ValueError, match="val/score has values <= 0: a relative margin needs positive values"):
+        compare.compare_metric(w, b, compare.MetricSpec("val/score", True, 0.01), 0.05)
 
 
 def test_records_csv_with_blank_and_text_columns_as_the_training_core_writes_them():

@@ -10,8 +10,8 @@ from evalkit.analysis import planning, stats
 
 ALPHA = 0.05
 M = 20_000           # Monte-Carlo replications per scenario
-MARGIN = 0.01        # ±1% relative, the default for the validation metric
-BOUND = stats.margin_bound(MARGIN)
+MARGIN = 0.01        # ±1% relative, the default for the validation metric: the ratio lies in [0.99, 1.01]
+LOWER, UPPER = stats.margin_bounds(MARGIN)
 
 
 def mc_se(p: float, m: int = M) -> float:
@@ -31,9 +31,9 @@ def ratio_test(w, b, paired):
     return stats.paired_test(w, b) if paired else stats.welch_test(w, b)
 
 
-def outcomes(w, b, paired, bound=BOUND):
+def outcomes(w, b, paired, bounds=(LOWER, UPPER)):
     t = ratio_test(w, b, paired)
-    return stats.classify(t.estimate, stats.p_difference(t), stats.p_equivalence(t, bound), bound, ALPHA)
+    return stats.classify(stats.p_beyond(t, *bounds), stats.p_equivalence(t, *bounds), ALPHA)
 
 
 def rate(mask) -> float:
@@ -46,7 +46,7 @@ def test_false_positive_rate_under_no_difference_stays_within_alpha(paired):
     w, b = arms(rng, shift=0.0, sd=0.003, n=5, paired=paired)
     fp = rate(stats.p_difference(ratio_test(w, b, paired)) < ALPHA)
     # With a margin far below the spread, "deviation" is as hard to avoid as significance itself.
-    deviation = rate(outcomes(w, b, paired, bound=stats.margin_bound(0.0001)) == stats.DEVIATION)
+    deviation = rate(outcomes(w, b, paired, bounds=stats.margin_bounds(0.0001)) == stats.DEVIATION)
     msg = (f"paired={paired}: significance-test FP rate {fp:.4f}, 'deviation' rate {deviation:.4f} "
            f"with a 0.01% margin (alpha {ALPHA})")
     print(msg)
@@ -107,7 +107,7 @@ def test_non_significant_difference_is_never_reported_as_equivalence():
     msg = f"noisy arms: equivalent {rate(eq):.4f}, inconclusive {rate(out == stats.INCONCLUSIVE):.4f}"
     print(msg)
     assert rate(eq) <= ALPHA, msg
-    assert np.all((low[eq] > -BOUND) & (high[eq] < BOUND)), "equivalence without its interval inside the margin"
+    assert np.all((low[eq] > LOWER) & (high[eq] < UPPER)), "equivalence without its interval inside the margin"
 
 
 def test_holm_controls_family_wise_error_across_wrappers():
@@ -135,21 +135,26 @@ def test_holm_adjusted_values_match_the_textbook_example():
 def test_bit_identical_arms_are_equivalent_and_constant_offsets_are_exact():
     same = np.log(np.full(5, 0.05))
     t = stats.paired_test(same, same)
-    assert stats.p_equivalence(t, BOUND) == 0.0 and stats.p_difference(t) == 1.0
+    assert stats.p_equivalence(t, LOWER, UPPER) == 0.0 and stats.p_difference(t) == 1.0
     shifted = stats.paired_test(same + np.log(1.05), same)
-    out = stats.classify(shifted.estimate, stats.p_difference(shifted), stats.p_equivalence(shifted, BOUND),
-                         BOUND, ALPHA)
+    out = stats.classify(stats.p_beyond(shifted, LOWER, UPPER), stats.p_equivalence(shifted, LOWER, UPPER), ALPHA)
     assert out.item() == stats.DEVIATION
     one = stats.welch_test(same[:1], same[:1])  # one seed each: no noise estimate, nothing decided
-    assert stats.p_difference(one) == 1.0 and stats.p_equivalence(one, BOUND) == 1.0
+    assert stats.p_difference(one) == 1.0 and stats.p_equivalence(one, LOWER, UPPER) == 1.0
+    assert stats.p_beyond(one, LOWER, UPPER) == 1.0
+
+
+def known_spread(shift: float, sd: float, paired: bool) -> stats.LogRatioTest:
+    """A test whose estimate and spread are the truth (huge df): planning from it is planning from the truth."""
+    unit_sd = sd * np.sqrt(2)   # one pair, or one seed of each arm
+    return stats.LogRatioTest(np.array(shift), np.array(1e-9), np.array(1e9), np.array(unit_sd), np.array(5), paired)
 
 
 @pytest.mark.parametrize("shift, sd, paired", [(np.log(1.003), 0.006, False), (0.0, 0.006, True)])
 def test_seeds_needed_reaches_the_promised_power(shift, sd, paired):
     """Planning from the true spread: the recommended seed count decides ~80% of the time."""
     rng = np.random.default_rng(8)
-    unit_sd = sd * np.sqrt(2)   # one pair, or one seed of each arm
-    n = planning.seeds_needed(unit_sd, shift, BOUND, ALPHA, paired)
+    n = planning.seeds_needed(known_spread(shift, sd, paired), LOWER, UPPER, ALPHA, n_now=2)
     assert n is not None and n > 5, n
     m = 5_000
     eq = rate(outcomes(*arms(rng, shift, sd, n, paired, m=m), paired=paired) == stats.EQUIVALENT)
@@ -163,13 +168,16 @@ def test_seeds_needed_reaches_the_promised_power(shift, sd, paired):
 def test_seeds_needed_for_a_deviation_and_the_undecidable_cases():
     rng = np.random.default_rng(10)
     shift, sd = np.log(1.02), 0.01
-    n = planning.seeds_needed(sd * np.sqrt(2), shift, BOUND, ALPHA, paired=True)
+    n = planning.seeds_needed(known_spread(shift, sd, True), LOWER, UPPER, ALPHA, n_now=2)
     assert n is not None and 5 < n < 40, n
     dev = rate(outcomes(*arms(rng, shift, sd, n, True, m=5_000), paired=True) == stats.DEVIATION)
     print(f"2% shift, 1% sd: planned {n} seeds -> deviation {dev:.3f}")
     assert dev >= 0.75, (n, dev)
-    assert planning.seeds_needed(float("nan"), 0.0, BOUND, ALPHA, True) is None
-    assert planning.seeds_needed(0.05, BOUND, BOUND, ALPHA, True) is None  # exactly at the margin
+    nan_spread = stats.LogRatioTest(np.array(0.0), np.array(np.nan), np.array(np.nan), np.array(np.nan),
+                                    np.array(1), True)
+    assert planning.seeds_needed(nan_spread, LOWER, UPPER, ALPHA) is None
+    on_margin = stats.LogRatioTest(np.array(UPPER), np.array(0.0), np.array(4.0), np.array(0.0), np.array(5), True)
+    assert planning.seeds_needed(on_margin, LOWER, UPPER, ALPHA) is None  # no spread, exactly on the bound
 
 
 @pytest.mark.parametrize("ratio, expect", [(0.97, "within"), (0.80, "outside"), (0.90, "at budget")])

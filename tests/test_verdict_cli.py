@@ -60,7 +60,7 @@ def test_table_says_pass_and_fail_where_planted(full_run):
     assert rows["lightning"]["consistency"].startswith("pass (Δ"), stdout
     assert rows["lightning"]["functional"].startswith("pass"), stdout
     assert rows["lightning"]["performance"].startswith("pass"), stdout
-    assert re.match(r"fail \(Δ\+[45]\.\d%", rows["accelerate"]["consistency"]), stdout
+    assert re.match(r"fail \(Δ\+[45]\.\d+% \[.*\] \d+(\.\d+)?% CI\)", rows["accelerate"]["consistency"]), stdout
     assert rows["accelerate"]["functional"] == "fail (1/6 runs failed)", stdout
     for row in rows.values():
         assert all(row[d] == "not run" for d in PROBES_NOT_BUILT), stdout
@@ -97,7 +97,7 @@ def test_verdict_run_is_logged_with_its_json(sweep, full_run, tmp_path):
     assert runs[0].data.metrics["verdict/fails/consistency"] == 1
     path = client.download_artifacts(runs[0].info.run_id, "verdict/verdict.json", str(tmp_path))
     data = json.loads(open(path).read())
-    assert data["schema"] == "evalkit.verdict/1" and len(data["rows"]) == 2
+    assert data["schema"] == "evalkit.verdict/2" and len(data["rows"]) == 2
     names = {f.path for f in client.list_artifacts(runs[0].info.run_id, "verdict")}
     assert {"verdict/verdict.html", "verdict/verdict.md"} <= names
 

@@ -25,6 +25,8 @@ class Metric:
     higher_is_better: bool
     batch_stats: Callable[[torch.Tensor, torch.Tensor], tuple[float, int]]  # (output, target) -> (sum, count)
     finalize: str = "identity"       # a FINALIZERS name, applied to sum/count (named so records can carry it)
+    scale: str = "relative"          # how the verdict compares it: "relative" (ratio; positive metrics) or
+                                     # "absolute" (difference in the metric's units; metrics that can be <= 0)
 
     def value(self, total: float, count: int) -> float:
         return FINALIZERS[self.finalize](total / count)
@@ -72,7 +74,7 @@ def mlp_regression(cfg, seed: int) -> Task:
         width = cfg.hidden
     layers.append(nn.Linear(width, cfg.out_dim))
     return Task(cfg.name, nn.Sequential(*layers), split(cfg.n_train, 2), split(cfg.n_val, 3),
-                nn.MSELoss(), Metric("mse", False, _mse_stats))
+                nn.MSELoss(), Metric("mse", False, _mse_stats, scale="relative"))
 
 
 # ---------------------------------------------------------------- cnn_classification
@@ -109,7 +111,7 @@ def cnn_classification(cfg, seed: int) -> Task:
     torch.manual_seed(seed)
     model = SmallCNN(cfg.channels, cfg.hidden, cfg.out_dim)
     return Task(cfg.name, model, split(cfg.n_train, 2), split(cfg.n_val, 3),
-                nn.CrossEntropyLoss(), Metric("accuracy", True, _accuracy_stats))
+                nn.CrossEntropyLoss(), Metric("accuracy", True, _accuracy_stats, scale="absolute"))
 
 
 # ---------------------------------------------------------------- tiny_lm
@@ -173,4 +175,4 @@ def tiny_lm(cfg, seed: int) -> Task:
     torch.manual_seed(seed)
     model = TinyDecoder(vocab, cfg.seq_len, cfg.hidden, cfg.depth, cfg.n_heads)
     return Task(cfg.name, model, split(cfg.n_train, 2), split(cfg.n_val, 3),
-                TokenLoss(), Metric("perplexity", False, _nll_stats, finalize="exp"))
+                TokenLoss(), Metric("perplexity", False, _nll_stats, finalize="exp", scale="relative"))

@@ -55,7 +55,8 @@ class Arm:
         return (self.finished or self.jobs or self.runs or [None])[0]
 
     def samples(self, metric: str) -> "Samples":
-        """Final values of `metric` over finished job runs, with their seed and repeat."""
+        """Finite final values of `metric` over finished job runs, with their seed and repeat (a run whose
+        value is NaN or inf is left out here; `finite.nonfinite_runs` names it)."""
         rows = [
             (r.seed if r.seed is not None else -1 - i, r.repeat, r.metrics[metric])
             for i, r in enumerate(self.finished)
@@ -65,9 +66,18 @@ class Arm:
         return Samples(np.array(seeds, int), np.array(repeats, int), np.array(values, float))
 
 
+def shared_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seeds, index in a, index in b) of the seeds both sorted id arrays hold. Negative ids stand for
+    runs without a seed tag: they are never shared, whatever their position."""
+    shared, ia, ib = np.intersect1d(a, b, return_indices=True)
+    keep = shared >= 0
+    return shared[keep], ia[keep], ib[keep]
+
+
 @dataclass(frozen=True)
 class Samples:
-    """Per-run values of one metric in one arm; a run without a seed tag gets a unique negative id."""
+    """Per-run values of one metric in one arm; a run without a seed tag gets a unique negative id,
+    which `shared_seeds` never pairs (seeds themselves are >= 0: the config refuses negative ones)."""
 
     seeds: np.ndarray
     repeats: np.ndarray

@@ -3,9 +3,9 @@
 The band says, step by step, how far the wrapper's seed-mean curve may stray from the baseline's
 if the wrapper behaved like the baseline, at `confidence`:
 
-- seeds shared by both arms (paired): per seed, the relative difference wrapper/baseline - 1;
-  the band is baseline mean × (1 ± t · sd / sqrt(n)) over the shared seeds. Pairing removes the
-  seed's own data-order noise, which dominates per-step losses;
+- seeds shared by both arms (paired; runs without a seed tag are never paired): per seed, the
+  relative difference wrapper/baseline - 1; the band is baseline mean × (1 ± t · sd / sqrt(n)) over
+  the shared seeds. Pairing removes the seed's own data-order noise, which dominates per-step losses;
 - otherwise (unpaired): baseline mean ± t · sd_b · sqrt(1/n_b + 1/n_w).
 
 Either band is widened to at least `rtol` of the mean, so bit-level noise between identical runs
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from evalkit.analysis.arms import shared_seeds
 from evalkit.analysis.records import RunRecord
 
 
@@ -101,7 +102,7 @@ def divergence_band(wrapper: CurveSet, baseline: CurveSet, confidence: float = 0
     steps, w, b = align(wrapper, baseline)
     center = b.mean()
     floor = rtol * np.abs(center)
-    shared, wi, bi = np.intersect1d(w.seeds, b.seeds, return_indices=True)
+    shared, wi, bi = shared_seeds(w.seeds, b.seeds)
     with np.errstate(invalid="ignore", divide="ignore"):
         if len(shared) >= 2:
             rel = CurveSet(steps, w.values[wi] / b.values[bi] - 1.0, shared)

@@ -16,10 +16,11 @@ Transform = Callable[[np.ndarray], np.ndarray]
 
 
 def relative_transform(*value_sets: np.ndarray) -> tuple[Transform, Callable[[float], float]]:
-    """(forward, back) to a scale where differences are relative.
+    """(forward, back) to a scale where differences are relative, for the evidence warnings only.
 
     log / expm1 when every value is positive; otherwise division by the pooled mean magnitude,
-    whose differences already read as relative ones.
+    whose differences already read as relative ones. Comparisons never use it: their scale is the one
+    the metric declares (`compare.transform`), not one guessed from the data.
     """
     values = np.concatenate([np.asarray(v, float) for v in value_sets]) if value_sets else np.ones(1)
     if values.size == 0 or np.all(values > 0):

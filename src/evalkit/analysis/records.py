@@ -85,6 +85,24 @@ class RunRecord:
     def margin(self) -> float | None:
         return _float_or_none(self.tag("val_metric_margin"))
 
+    @property
+    def metric_scale(self) -> str:
+        """The scale the task declared for its metric (tag `evalkit.val_metric_scale`)."""
+        return metric_scale(self.val_metric, self.tag(SCALE_TAG))
+
+
+SCALE_TAG = "val_metric_scale"   # "relative" | "absolute", written beside evalkit.val_metric
+# Runs logged before the tag existed: the built-in tasks' declarations (accuracy can be 0).
+SCALE_BEFORE_TAGS = {"accuracy": "absolute"}
+
+
+def metric_scale(metric: str, tagged: str) -> str:
+    """The tagged scale when there is one, else what the built-in task declared, else relative."""
+    tagged = (tagged or "").strip().lower()
+    if tagged in ("relative", "absolute"):
+        return tagged
+    return SCALE_BEFORE_TAGS.get(metric, "relative")
+
 
 def _int_or_none(text: str) -> int | None:
     try:

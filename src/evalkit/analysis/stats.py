@@ -1,9 +1,17 @@
 """Difference, equivalence and budget tests on the log ratio wrapper/baseline (numpy + scipy only).
 
-Every test works on log-scale samples and broadcasts over leading axes: `wrapper` shaped (..., n_w)
+Every test works on transformed samples and broadcasts over leading axes: `wrapper` shaped (..., n_w)
 and `baseline` shaped (..., n_b) give one test per leading index, so a Monte-Carlo calibration runs
-thousands of comparisons in one call. On the log scale a relative margin m becomes the symmetric
-bound log(1 + m), and a difference d reads back as the ratio exp(d).
+thousands of comparisons in one call. The scale is declared per metric, never guessed from the data:
+relative (log values; a margin m is the ratio interval [1 - m, 1 + m], i.e. the bounds log(1 - m) and
+log(1 + m), and a difference d reads back as the ratio exp(d)) or absolute (plain values; the margin
+is ±m in the metric's units).
+
+Claims and the interval that decides each (a = the per-comparison level after Holm):
+- equivalent: two one-sided tests at a, i.e. the (1 - 2a) interval lies inside the bounds;
+- deviation (beyond the margin): a one-sided test at a/2 against the nearer bound, i.e. the (1 - a)
+  interval lies entirely beyond one bound;
+- budget within / outside: one one-sided test at a each, i.e. the (1 - 2a) interval on one side.
 
 Degenerate spread (bit-identical runs, common with aligned wrappers) is handled exactly: with a
 standard error of zero the interval collapses to the point estimate and each one-sided p-value is
@@ -101,38 +109,68 @@ def p_below(test: LogRatioTest, bound: float) -> np.ndarray:
     return _upper_tail(bound - test.estimate, test)
 
 
-def p_equivalence(test: LogRatioTest, bound: float) -> np.ndarray:
-    """Two one-sided tests (TOST) of H0: |log ratio| >= bound; small p shows equivalence."""
-    return np.maximum(p_above(test, -bound), p_below(test, bound))
+def p_equivalence(test: LogRatioTest, lower: float, upper: float) -> np.ndarray:
+    """Two one-sided tests (TOST) of H0: the difference lies outside (lower, upper); small p shows
+    equivalence."""
+    return np.maximum(p_above(test, lower), p_below(test, upper))
 
 
-def interval(test: LogRatioTest, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Two-sided `level` t-interval of the log ratio (NaN when the df is undefined)."""
-    half = stats.t.ppf(0.5 + level / 2.0, test.df) * test.se
+def p_beyond(test: LogRatioTest, lower: float, upper: float) -> np.ndarray:
+    """H0: the difference lies inside [lower, upper]; small p shows it beyond. One-sided against the
+    nearer bound, times the number of finite bounds: when either side may be claimed (a margin), each
+    gets half the level; a budget (one infinite bound) has one side only."""
+    sides = int(np.isfinite(lower)) + int(np.isfinite(upper))
+    return np.minimum(sides * np.minimum(p_above(test, upper), p_below(test, lower)), 1.0)
+
+
+def interval(test: LogRatioTest, level) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided `level` t-interval of the difference (NaN when the df is undefined)."""
+    half = stats.t.ppf(0.5 + np.asarray(level) / 2.0, test.df) * test.se
     half = np.where(test.se == 0, 0.0, half)
     return test.estimate - half, test.estimate + half
 
 
-def margin_bound(margin: float) -> float:
-    """Relative margin (0.01 = 1%) as a symmetric bound on the log ratio."""
-    if margin <= 0:
-        raise ValueError(f"margin must be positive, got {margin}")
-    return float(np.log1p(margin))
+RELATIVE, ABSOLUTE = "relative", "absolute"
+SCALES = (RELATIVE, ABSOLUTE)
+MARGIN_RULE = ("the margin must be a positive number (a fraction for a relative metric, 0.01 = ±1 %; "
+               "metric units for an absolute one)")
+
+
+def check_margin(margin: float, what: str = "margin") -> float:
+    """`margin` as a float; ValueError with MARGIN_RULE (the CLI's words) unless positive and finite."""
+    try:
+        value = float(margin)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{what}: {MARGIN_RULE}, got {margin!r}")
+    return value
+
+
+def margin_bounds(margin: float, scale: str = RELATIVE) -> tuple[float, float]:
+    """(lower, upper) bounds of the margin on the test scale: relative m is the ratio interval
+    [1 - m, 1 + m] on the log scale (log(1 - m), log(1 + m)); absolute m is (-m, m)."""
+    m = check_margin(margin)
+    if scale == ABSOLUTE:
+        return -m, m
+    if scale != RELATIVE:
+        raise ValueError(f"unknown metric scale {scale!r}; choose from {', '.join(SCALES)}")
+    return (float(np.log1p(-m)) if m < 1 else -np.inf), float(np.log1p(m))
 
 
 EQUIVALENT, DEVIATION, INCONCLUSIVE = "equivalent", "deviation", "inconclusive"
 
 
-def classify(estimate, p_diff, p_equiv, bound: float, alpha: float) -> np.ndarray:
-    """Outcome per comparison from (already multiplicity-adjusted) p-values.
+def classify(p_bad, p_good, alpha: float) -> np.ndarray:
+    """Outcome per comparison from (already multiplicity-adjusted) p-values of the two claims.
 
-    deviation: the difference is significant AND the estimate lies beyond the margin;
-    equivalent: TOST rejects non-equivalence; anything else is inconclusive. A non-significant
-    difference alone never yields "equivalent".
+    deviation: `p_beyond` shows the difference beyond the margin; equivalent: `p_equivalence` shows
+    it inside; anything else is inconclusive. A non-significant difference alone never yields
+    "equivalent", and a significant one alone never yields "deviation".
     """
-    deviation = (np.asarray(p_diff) < alpha) & (np.abs(estimate) > bound)
-    equivalent = (np.asarray(p_equiv) < alpha) & ~deviation
-    out = np.full(np.shape(estimate), INCONCLUSIVE, dtype=object)
+    deviation = np.asarray(p_bad) < alpha
+    equivalent = (np.asarray(p_good) < alpha) & ~deviation
+    out = np.full(np.shape(deviation), INCONCLUSIVE, dtype=object)
     out[equivalent] = EQUIVALENT
     out[deviation] = DEVIATION
     return out

@@ -4,7 +4,9 @@ and of `scripts/bench_verdict.py`.
 Seeds act like real ones: a seed fixes a multiplicative effect on the final metric and the
 per-step minibatch noise, shared by every arm (same data order and initial weights), while each
 run adds its own small idiosyncratic noise. Planted deviations are relative shifts of the final
-validation metric, of the loss curve from a given step, of throughput and of peak memory.
+validation metric, of the loss curve from a given step, of throughput and of peak memory, and runs
+that diverge: loss NaN from a given step, validation NaN from there, the run still FINISHED (as a
+real diverging loop ends).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class ArmPlan:
     metric: str = "mse"
     higher_is_better: bool = False
     margin: float = 0.01
+    scale: str = "relative"          # the metric's declared scale (tag evalkit.val_metric_scale)
     metric_shift: float = 0.0        # relative shift of the final validation metric
     seed_sd: float = 0.003           # relative spread of the metric over seeds (shared by arms)
     run_sd: float = 0.001            # relative per-run noise on top (repeats, wrapper jitter)
@@ -39,6 +42,8 @@ class ArmPlan:
     throughput_sd: float = 0.02
     memory: float = 2.0e8            # peak bytes
     failed_seeds: tuple[int, ...] = ()
+    nonfinite_seeds: tuple[int, ...] = ()   # these seeds' loss goes NaN ...
+    nonfinite_from: int = 20                 # ... from this optimizer step on
     failure_reason: str = "RuntimeError: planted failure"
     probes: dict[str, float] = field(default_factory=dict)  # e.g. {"stability": 1.0}
 
@@ -88,6 +93,9 @@ def run_spec(plan: ArmPlan, seed: int, repeat: int, n_steps: int, val_every: int
         keep = steps <= n_steps // 2
         steps, loss, lr, step_time = steps[keep], loss[keep], lr[keep], step_time[keep]
         val_steps, val_metric = val_steps[val_steps <= n_steps // 2], val_metric[val_steps <= n_steps // 2]
+    if seed in plan.nonfinite_seeds:
+        loss = np.where(steps >= plan.nonfinite_from, np.nan, loss)
+        val_metric = np.where(val_steps >= plan.nonfinite_from, np.nan, val_metric)
     grad_norm = 1.0 / np.sqrt(steps)
     throughput = plan.throughput * math.exp(plan.throughput_sd * rng.standard_normal())
     tags = _tags(plan, seed, repeat, sweep_id, failed)
@@ -112,7 +120,7 @@ def _tags(plan: ArmPlan, seed: int, repeat: int, sweep_id: str, failed: bool) ->
             "seed": str(seed), "repeat": str(repeat), "caliber": plan.caliber, "precision": "fp32",
             "world_size": "1", "hardware": "cpu", "sweep_id": sweep_id, "val_metric": plan.metric,
             "val_metric_higher_is_better": str(plan.higher_is_better).lower(),
-            "val_metric_margin": str(plan.margin)}
+            "val_metric_margin": str(plan.margin), "val_metric_scale": plan.scale}
     if failed:
         tags["failure_reason"] = plan.failure_reason
     return {f"evalkit.{k}": v for k, v in tags.items()}

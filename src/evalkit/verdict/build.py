@@ -4,9 +4,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evalkit.analysis.arms import Arm, ArmKey, baseline_for, group_arms, wrapper_arms
-from evalkit.analysis.compare import EQUIVALENCE, Budget, Comparison, MetricSpec, adjust, compare_budget, compare_metric
+from evalkit.analysis.compare import (
+    EQUIVALENCE,
+    Budget,
+    Comparison,
+    MetricSpec,
+    adjust,
+    compare_budget,
+    compare_metric,
+    scale_problem,
+)
 from evalkit.analysis.curves import first_divergence, seed_curves
+from evalkit.analysis.finite import nonfinite_runs
 from evalkit.analysis.records import RunRecord
+from evalkit.analysis.stats import check_margin
 from evalkit.verdict.checks import evidence_warnings
 from evalkit.verdict.dimensions import (
     DIMENSIONS,
@@ -37,12 +48,18 @@ class VerdictOptions:
     scenario: str = "balanced"
     scenarios: dict[str, dict[str, float]] = field(default_factory=load_scenarios)
 
+    def __post_init__(self):
+        """The library refuses a bad margin with the CLI's words, before any comparison runs."""
+        check_margin(self.default_margin, "default margin")
+        for key, margin in self.margins.items():
+            check_margin(margin, f"margin for {key}")
+
     def margin_for(self, task: str, metric: str, tagged: float | None) -> float:
         """Command-line override for task:metric, then for metric, then the run's tag, then default."""
         for key in (f"{task}:{metric}", metric):
             if key in self.margins:
                 return self.margins[key]
-        return tagged if tagged and tagged > 0 else self.default_margin
+        return tagged if tagged is not None and 0 < tagged < float("inf") else self.default_margin
 
 
 @dataclass
@@ -74,7 +91,7 @@ def metric_spec(arm: Arm, options: VerdictOptions) -> MetricSpec | None:
     if first is None:
         return None
     margin = options.margin_for(arm.key.task, first.val_metric, first.margin)
-    return MetricSpec(f"val/{first.val_metric}", first.higher_is_better, margin)
+    return MetricSpec(f"val/{first.val_metric}", first.higher_is_better, margin, first.metric_scale)
 
 
 def _metric_key(arm: Arm, options: VerdictOptions) -> str:
@@ -101,10 +118,13 @@ def _compare(arm: Arm, base: Arm | None, budgets, options: VerdictOptions):
     if not arm.finished:
         return arm, base, [], "no finished runs"
     spec = metric_spec(arm, options)
-    comps = [compare_metric(arm, base, spec, options.alpha)]
+    problem = None if nonfinite_runs(arm.finished, spec.key) else scale_problem(
+        [arm.samples(spec.key).values, base.samples(spec.key).values], spec)
+    comps = [] if problem else [compare_metric(arm, base, spec, options.alpha)]
     comps += [compare_budget(arm, base, b, options.alpha) for b in budgets]
     found = [c for c in comps if c is not None]
-    return arm, base, found, "" if found else f"no {spec.key} values"
+    why = problem or ("" if any(c.kind == EQUIVALENCE for c in found) else f"no {spec.key} values")
+    return arm, base, found, why
 
 
 def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, options: VerdictOptions) -> Row:
@@ -115,9 +135,9 @@ def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, opti
                                       options.curve_confidence, options.curve_min_run, options.curve_rtol)
     consistency = [c for c in comps if c.kind == EQUIVALENCE]
     dims = {d: judge_probe(arm, d) for d in DIMENSIONS}
-    dims["functional"] = judge_functional(arm)
+    dims["functional"] = judge_functional(arm, nonfinite_runs(arm.finished, _metric_key(arm, options)))
     dims["consistency"] = judge_consistency(consistency, divergence, why_not or "no final validation values")
-    dims["performance"] = judge_performance(comps, why_not)
+    dims["performance"] = judge_performance(comps, "" if comps else why_not)
     return Row(arm.key, base.key if base else None, len(arm.jobs), len(arm.finished), dims, comps, divergence)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from evalkit.analysis.arms import Arm, ArmKey, baseline_for
+from evalkit.analysis.finite import nonfinite_runs
 from evalkit.analysis.noise import relative_transform, spread
 
 THROUGHPUT = "perf/samples_per_s"
@@ -25,6 +26,12 @@ def evidence_warnings(arms: dict[ArmKey, Arm], metric_of, min_seeds: int, cv_war
             reasons = sorted({r.failure_reason for r in arm.broken})
             warnings.append(f"{name}: {len(arm.broken)} baseline run(s) failed ({'; '.join(reasons)}): "
                             "the control itself is not healthy")
+        diverged = nonfinite_runs(arm.finished, metric_of(arm)) if key.is_baseline else []
+        if diverged:
+            which = ", ".join(f"seed {f.run.seed} " + (f"from step {f.step}" if f.step is not None else f.where)
+                              for f in diverged[:8])
+            warnings.append(f"{name}: {len(diverged)} baseline run(s) trained to a non-finite loss ({which}): "
+                            "the control itself is not healthy; they are left out of every comparison")
         if not key.is_baseline and arm.finished and baseline_for(key, arms) is None:
             warnings.append(f"{name}: no finished baseline arm at this task and caliber; nothing to compare")
     return warnings

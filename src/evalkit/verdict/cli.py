@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from evalkit.writable import write_problem
+
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE = 0, 2, 3
 
 
@@ -39,7 +41,8 @@ def parser() -> argparse.ArgumentParser:
                    help="gate only these wrappers (trainer or trainer/mode)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm) (default: 0.05)")
     p.add_argument("--margin", action="append", default=[], metavar="[TASK:]METRIC=REL",
-                   help="equivalence margin override, e.g. mse=0.02 or tiny_lm:perplexity=0.005 (repeatable)")
+                   help="equivalence margin override, e.g. mse=0.02 (±2 %% on a relative metric) or "
+                        "accuracy=0.005 (±0.005 on an absolute one) or tiny_lm:perplexity=0.005 (repeatable)")
     p.add_argument("--throughput-min", type=float, default=0.9, help="budget: wrapper/baseline throughput >= this")
     p.add_argument("--memory-max", type=float, default=1.1, help="budget: wrapper/baseline peak memory <= this")
     p.add_argument("--min-seeds", type=int, default=3, help="warn below this many seeds per arm")
@@ -54,6 +57,8 @@ def _split(text: str) -> list[str]:
 
 
 def _margins(items: list[str]) -> dict[str, float]:
+    from evalkit.analysis.stats import MARGIN_RULE, check_margin
+
     out = {}
     for item in items:
         key, _, value = item.partition("=")
@@ -61,8 +66,12 @@ def _margins(items: list[str]) -> dict[str, float]:
             out[key.strip().removeprefix("val/")] = float(value)
         except ValueError:
             raise BadInput(f"--margin {item!r}: expected [TASK:]METRIC=REL, e.g. mse=0.02") from None
-        if out[key.strip().removeprefix("val/")] <= 0 or not key.strip():
-            raise BadInput(f"--margin {item!r}: the margin must be a positive relative value")
+        try:
+            check_margin(out[key.strip().removeprefix("val/")])
+        except ValueError:
+            raise BadInput(f"--margin {item!r}: {MARGIN_RULE}") from None
+        if not key.strip():
+            raise BadInput(f"--margin {item!r}: expected [TASK:]METRIC=REL, e.g. mse=0.02")
     return out
 
 
@@ -105,10 +114,14 @@ def gate(verdict, fail_on: list[str], wrappers: list[str]) -> list[str]:
 
 def run(args) -> int:
     from evalkit.analysis.store import default_tracking_uri, read_runs
+    from evalkit.tracking import display_uri
     from evalkit.verdict.build import build_verdict
     from evalkit.verdict.table import terminal_report
 
     options = options_from(args)
+    out_problem = write_problem(str(args.out)) if args.out else None
+    if out_problem:   # before reading any run: that can take minutes
+        raise BadInput(f"--out {args.out}: cannot write the report there ({out_problem}): choose a writable folder")
     uri = args.tracking_uri or default_tracking_uri()
     started = time.perf_counter()
     client, exp_id, records = read_runs(uri, args.experiment, args.sweep_id, args.parent_run_id, args.workers)
@@ -118,7 +131,7 @@ def run(args) -> int:
     print(terminal_report(verdict))
     print(f"\n[{len(records)} runs read in {read_s:.1f} s, verdict in {time.perf_counter() - started - read_s:.1f} s]",
           file=sys.stderr)
-    inputs = {"tracking_uri": uri, "experiment": args.experiment, "sweep_id": args.sweep_id,
+    inputs = {"tracking_uri": display_uri(uri), "experiment": args.experiment, "sweep_id": args.sweep_id,
               "parent_run_id": args.parent_run_id, "runs": len(records), "alpha": options.alpha}
     if args.out or not args.no_log:
         from evalkit.verdict.publish import log_verdict_run, render_report  # matplotlib: only when needed
@@ -149,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except (BadInput, StoreError) as exc:
-        print(f"evalkit-verdict: error: {exc}", file=sys.stderr)
+        from evalkit.tracking import display_uri
+
+        print(f"evalkit-verdict: error: {display_uri(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -1,7 +1,10 @@
 """The seven dimensions of the selection guide, judged for one wrapper arm from stored evidence.
 
-functional: run status (any failed or killed job fails it), plus `probe/functional/pass` when logged.
-consistency: equivalence of the final validation metric (and the loss curve's divergence step).
+functional: run status (any failed or killed job fails it), a finite loss to the end (a run whose loss or
+  metric went NaN/inf fails it, named with its seed and first non-finite step), plus
+  `probe/functional/pass` when logged.
+consistency: equivalence of the final validation metric (and the loss curve's divergence step); a
+  non-finite run fails it before any test.
 performance: throughput and peak-memory ratios against the overhead budget.
 semantics, stability, customization, maintenance: generic `probe/<dim>/pass` metrics (1 / 0) on the
 arm's runs, with an optional tag `evalkit.probe.<dim>.reason`; "not run" until a probe logs them.
@@ -11,8 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from evalkit.analysis import finite
 from evalkit.analysis.arms import Arm
-from evalkit.analysis.compare import BUDGET, OUTSIDE, WITHIN, Comparison
+from evalkit.analysis.compare import BUDGET, NONFINITE, OUTSIDE, RELATIVE, WITHIN, Comparison
+from evalkit.analysis.finite import NonFinite
+from evalkit.analysis.planning import MAX_SEEDS
 from evalkit.analysis.stats import DEVIATION, EQUIVALENT
 
 DIMENSIONS = ("functional", "semantics", "consistency", "performance",
@@ -34,13 +40,19 @@ class DimensionResult:
         return {"status": self.status, "figure": self.figure, "reasons": list(self.reasons)}
 
 
-def judge_functional(arm: Arm) -> DimensionResult:
+def judge_functional(arm: Arm, nonfinite: list[NonFinite] = ()) -> DimensionResult:
+    """Every job ran to its end with a finite loss (`nonfinite`: the finished runs that did not)."""
     jobs, broken = arm.jobs, arm.broken
     probe = judge_probe(arm, "functional")
     if not jobs:  # an arm seen only through probe runs
         return probe
-    if broken:
-        return DimensionResult(FAIL, f"{len(broken)}/{len(jobs)} runs failed", _broken_reasons(broken) + probe.reasons)
+    if broken or nonfinite:
+        figures = [f"{len(broken)}/{len(jobs)} runs failed"] if broken else []
+        if nonfinite:
+            figures.append(f"{len(nonfinite)}/{len(jobs)} runs non-finite {finite.since(nonfinite)}: "
+                           f"{finite.seeds_text(nonfinite)}")
+        reasons = _broken_reasons(broken) + ([nonfinite_reason(nonfinite, len(jobs))] if nonfinite else [])
+        return DimensionResult(FAIL, "; ".join(figures), reasons + probe.reasons)
     if not arm.finished:
         return DimensionResult(INCONCLUSIVE, f"0/{len(jobs)} runs finished")
     figure = f"{len(arm.finished)}/{len(jobs)} runs ok"
@@ -88,6 +100,10 @@ def judge_consistency(comparisons: list[Comparison], divergence: int | None, why
     curve's divergence step is reported beside the decision, which rests on the final metric."""
     if not comparisons:
         return DimensionResult(NOT_RUN, why_not)
+    diverged = next((c for c in comparisons if c.outcome == NONFINITE), None)
+    if diverged is not None:
+        return DimensionResult(FAIL, finite.summary(diverged.nonfinite, diverged.n),
+                               [f"{diverged.metric}: " + nonfinite_reason(diverged.nonfinite, diverged.n)])
     curve = f"; loss leaves band @{divergence}" if divergence is not None else ""
     deviating = [c for c in comparisons if c.outcome == DEVIATION]
     if deviating:
@@ -114,14 +130,40 @@ def judge_performance(comparisons: list[Comparison], why_not: str = "") -> Dimen
     return DimensionResult(INCONCLUSIVE, figure + "; " + need_text(undecided))
 
 
+def nonfinite_reason(found: list[NonFinite], total: int) -> str:
+    return f"training diverged in {len(found)}/{total} runs: {finite.detail(found)}"
+
+
 def pct(x: float) -> str:
-    return f"{100 * x:+.1f}" if math.isfinite(x) else "?"
+    return f"{100 * x:+.2f}" if math.isfinite(x) else "?"
+
+
+def level_text(level: float) -> str:
+    """90 -> '90%', 0.99583 -> '99.58%': enough digits to tell the level from 100 %."""
+    if not math.isfinite(level):
+        return "?"
+    digits = max(0, math.ceil(-math.log10(max(1 - level, 1e-12))) - 1)
+    text = f"{100 * level:.{digits}f}"
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "%"
+
+
+def amount(c: Comparison, x: float) -> str:
+    """A difference as printed: '+0.50' (percent, relative scale) or '+0.0012' (metric units)."""
+    if not math.isfinite(x):
+        return "?"
+    return pct(x) if c.scale == RELATIVE else f"{x:+.3g}"
 
 
 def delta_figure(c: Comparison) -> str:
-    if not (math.isfinite(c.ratio_low) and math.isfinite(c.ratio_high)):
-        return f"Δ{pct(c.delta)}%, no interval"
-    return f"Δ{pct(c.delta)}% [{pct(c.ratio_low - 1)},{pct(c.ratio_high - 1)}]"
+    """'Δ+0.50% [+0.07,+0.93] 90% CI': the estimate and the interval the decision used, at its level."""
+    unit = "%" if c.scale == RELATIVE else ""
+    if not (math.isfinite(c.delta_low) and math.isfinite(c.delta_high)):
+        return f"Δ{amount(c, c.delta)}{unit}, no interval"
+    return f"Δ{amount(c, c.delta)}{unit} [{amount(c, c.delta_low)},{amount(c, c.delta_high)}] {level_text(c.level)} CI"
+
+
+def margin_text(c: Comparison) -> str:
+    return f"±{100 * c.margin:.3g}%" if c.scale == RELATIVE else f"±{c.margin:.3g}"
 
 
 def ratio_text(x: float) -> str:
@@ -131,7 +173,8 @@ def ratio_text(x: float) -> str:
 def budget_figure(c: Comparison, with_interval: bool = True) -> str:
     label = BUDGET_LABELS.get(c.metric, c.metric)
     finite = math.isfinite(c.ratio_low) and math.isfinite(c.ratio_high)
-    interval = f" [{ratio_text(c.ratio_low)},{ratio_text(c.ratio_high)}]" if with_interval and finite else ""
+    interval = (f" [{ratio_text(c.ratio_low)},{ratio_text(c.ratio_high)}] {level_text(c.level)} CI"
+                if with_interval and finite else "")
     return f"{label} {ratio_text(c.ratio)}x{interval}"
 
 
@@ -139,26 +182,30 @@ def need_text(c: Comparison) -> str:
     if c.n < 2 or not math.isfinite(c.unit_sd):
         return "need >= 2 seeds per arm to measure noise"
     if c.seeds_needed is None:
-        return "undecidable at this spread (>1000 seeds)"
+        if c.unit_sd == 0:
+            return "undecidable: the runs do not vary and the estimate sits on the bound"
+        return f"need > {MAX_SEEDS:,} seeds per arm at this spread"
     return f"need ~{c.seeds_needed} seeds per arm"
 
 
 def consistency_reason(c: Comparison) -> str:
     worse = (c.delta < 0) == c.higher_is_better
-    sides = "paired over %d seeds" % c.n if c.paired else "unpaired, %d+ seeds per arm" % c.n
-    noise = (f"seed noise: wrapper {_sd_pct(c.noise_wrapper.seed_sd)}, "
-             f"baseline {_sd_pct(c.noise_baseline.seed_sd)}")
+    noise = (f"seed noise: wrapper {spread_text(c, c.noise_wrapper.seed_sd)}, "
+             f"baseline {spread_text(c, c.noise_baseline.seed_sd)}")
     return (f"{c.metric} systematically {'worse' if worse else 'better'}: {delta_figure(c)} "
-            f"beyond the ±{100 * c.margin:.1f}% margin (Holm-adjusted p={c.p_bad_adj:.2g}, {sides}; {noise})")
+            f"beyond the {margin_text(c)} margin (Holm-adjusted p={c.p_bad_adj:.2g}, {c.design_text()}; {noise})")
 
 
 def budget_reason(c: Comparison) -> str:
     label = "throughput" if c.higher_is_better else "peak memory"
-    limit = math.exp(c.bound)
     side = ">=" if c.higher_is_better else "<="
     return (f"{label} ratio {ratio_text(c.ratio)}x [{ratio_text(c.ratio_low)},{ratio_text(c.ratio_high)}] "
-            f"significantly outside the budget {side} {limit:.2f}x (Holm-adjusted p={c.p_bad_adj:.2g})")
+            f"{level_text(c.level)} CI significantly outside the budget {side} {c.margin:.2f}x "
+            f"(Holm-adjusted p={c.p_bad_adj:.2g})")
 
 
-def _sd_pct(sd: float) -> str:
-    return f"{100 * sd:.2f}%" if math.isfinite(sd) else "n/a"
+def spread_text(c: Comparison, sd: float) -> str:
+    """A seed spread as printed: percent on the relative scale (log sd), metric units otherwise."""
+    if not math.isfinite(sd):
+        return "n/a"
+    return f"{100 * sd:.2f}%" if c.scale == RELATIVE else f"{sd:.3g}"

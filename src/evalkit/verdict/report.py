@@ -7,21 +7,31 @@ import html
 import math
 from dataclasses import dataclass, field
 
-from evalkit.analysis.compare import EQUIVALENCE, Comparison
+from evalkit.analysis import finite
+from evalkit.analysis.compare import EQUIVALENCE, NONFINITE, RELATIVE, Comparison
 from evalkit.verdict.build import Verdict, row_label
-from evalkit.verdict.dimensions import DIMENSIONS
+from evalkit.verdict.dimensions import DIMENSIONS, amount, level_text, margin_text, spread_text
 from evalkit.verdict.plots import Plot
 from evalkit.verdict.table import arm_cells, dimension_cells, fail_reasons
 
 METHOD = (
     "Each wrapper arm (one adapter and mode at one task and caliber, over seeds and repeats) is compared "
-    "with the baseline arm of the same task and caliber. Final validation metrics are compared on the log "
-    "ratio, averaging repeats within a seed and pairing seeds when both arms share them. *pass* = two "
-    "one-sided tests show the ratio inside the margin; *fail* = the difference is significant AND its "
-    "estimate lies beyond the margin; otherwise *inconclusive*, with the seeds per arm that the observed "
-    "spread would need. Performance: throughput and peak-memory ratios (Welch t on log values over runs) "
-    "against the overhead budget. p-values are Holm-adjusted over every comparison of this verdict; "
-    "intervals are two-sided at 1 - alpha. A non-significant difference is never reported as equivalence."
+    "with the baseline arm of the same task and caliber. A wrapper run whose loss or metric went NaN or inf "
+    "fails functional and consistency outright, named with its seed and first non-finite step. Final "
+    "validation metrics are compared on the scale the task declares: relative (log ratio; a margin m means "
+    "the ratio lies in [1 - m, 1 + m]) or absolute (difference; ±m in the metric's units). Repeats are "
+    "averaged within a seed; seeds are paired when at least 80 % of each arm's seeds are shared, unpaired "
+    "(Welch) when fewer than two are, and in between the stronger of the paired test on the shared seeds "
+    "and the unpaired test on all is used at half the level each (Bonferroni x2); runs without a seed tag "
+    "are never paired. *pass* = two one-sided tests show the difference inside the margin (its 1 - 2a "
+    "interval is inside); *fail* = a one-sided test shows it beyond the margin (its 1 - a interval is "
+    "entirely outside); otherwise *inconclusive*, with the seeds per arm a re-run needs to decide with 80 % "
+    "assurance at Holm's first step (alpha / number of comparisons), given the estimate and spread so far. "
+    "Performance: throughput and peak-memory ratios (Welch t on log values over runs) against the overhead "
+    "budget, one-sided each way. p-values are Holm-adjusted over every comparison of this verdict, and a "
+    "= alpha x p / p_adjusted is the level Holm left each comparison: every interval shown is the one its "
+    "decision used, at that level (90 % for one comparison at alpha 0.05). A non-significant difference "
+    "is never reported as equivalence."
 )
 
 
@@ -66,17 +76,26 @@ def _num(x, fmt="{:.3g}") -> str:
 
 
 def _comparison_row(label: str, c: Comparison) -> list[str]:
-    figure = (f"{100 * c.delta:+.2f}%" if c.kind == EQUIVALENCE else f"{c.ratio:.3f}x")
-    bound = f"±{100 * c.margin:.1f}%" if c.kind == EQUIVALENCE else f"{math.exp(c.bound):.2f}x"
-    return [label, c.metric, figure, f"[{_num(c.ratio_low, '{:.4f}')}, {_num(c.ratio_high, '{:.4f}')}]", bound,
-            _num(c.p_good_adj), _num(c.p_bad_adj), ("paired" if c.paired else "unpaired") + f" n={c.n}",
-            _num(100 * c.noise_wrapper.seed_sd, "{:.2f}%"), _num(100 * c.noise_baseline.seed_sd, "{:.2f}%"),
-            _num(100 * c.noise_baseline.repeat_sd, "{:.2f}%"), c.outcome, str(c.seeds_needed or "-")]
+    if c.outcome == NONFINITE:
+        figure, interval = finite.summary(c.nonfinite, c.n), "-"
+    elif c.kind == EQUIVALENCE:
+        unit = "%" if c.scale == RELATIVE else ""
+        figure = f"{amount(c, c.delta)}{unit}"
+        interval = f"[{amount(c, c.delta_low)}, {amount(c, c.delta_high)}]{unit} {level_text(c.level)}"
+    else:
+        figure = f"{c.ratio:.3f}x"
+        interval = f"[{_num(c.ratio_low, '{:.4f}')}, {_num(c.ratio_high, '{:.4f}')}]x {level_text(c.level)}"
+    bound = margin_text(c) + f" {c.scale}" if c.kind == EQUIVALENCE else f"{c.margin:.2f}x"
+    return [label, c.metric, figure, interval, bound,
+            _num(c.p_good_adj), _num(c.p_bad_adj), c.design_text(),
+            spread_text(c, c.noise_wrapper.seed_sd), spread_text(c, c.noise_baseline.seed_sd),
+            spread_text(c, c.noise_baseline.repeat_sd), c.outcome, str(c.seeds_needed or "-")]
 
 
 def _comparison_table(verdict: Verdict) -> Block:
-    headers = ["arm", "metric", "estimate", "ratio interval", "margin/budget", "p good (adj)", "p bad (adj)",
-               "design", "seed sd wrapper", "seed sd baseline", "repeat sd baseline", "outcome", "seeds needed"]
+    headers = ["arm", "metric", "estimate", "interval the decision used", "margin/budget", "p good (adj)",
+               "p bad (adj)", "design", "seed sd wrapper", "seed sd baseline", "repeat sd baseline", "outcome",
+               "seeds needed"]
     rows = [_comparison_row(row_label(r.key), c) for r in verdict.rows for c in r.comparisons]
     return Block("table", headers=headers, rows=rows)
 

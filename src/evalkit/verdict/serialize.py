@@ -8,7 +8,7 @@ from evalkit.analysis.compare import Comparison
 from evalkit.verdict.build import Row, Verdict, row_label
 from evalkit.verdict.table import fail_reasons
 
-SCHEMA = "evalkit.verdict/1"
+SCHEMA = "evalkit.verdict/2"   # 2: comparisons carry scale, bounds, design, level, delta_low/high, nonfinite
 
 
 def _clean(value):
@@ -22,10 +22,18 @@ def _clean(value):
     return value
 
 
+SKIPPED = ("wrapper", "baseline", "noise_wrapper", "noise_baseline", "designs", "nonfinite")
+
+
 def comparison_dict(c: Comparison) -> dict:
-    data = {k: v for k, v in c.__dict__.items() if k not in ("wrapper", "baseline", "noise_wrapper", "noise_baseline")}
-    data.update(delta=c.delta, margin=c.margin, noise_wrapper=c.noise_wrapper.as_dict(),
-                noise_baseline=c.noise_baseline.as_dict())
+    data = {k: v for k, v in c.__dict__.items() if k not in SKIPPED}
+    data.update(delta=c.delta, delta_low=c.delta_low, delta_high=c.delta_high, design_text=c.design_text(),
+                candidates=c.candidates, noise_wrapper=c.noise_wrapper.as_dict(),
+                noise_baseline=c.noise_baseline.as_dict(),
+                nonfinite=[{"run_id": f.run.run_id, "seed": f.run.seed, "repeat": f.run.repeat, "step": f.step,
+                            "where": f.where} for f in c.nonfinite])
+    if c.scale == "relative":
+        data.update(ratio=c.ratio, ratio_low=c.ratio_low, ratio_high=c.ratio_high)
     return data
 
 
