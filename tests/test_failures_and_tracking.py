@@ -113,7 +113,13 @@ def test_missing_wrapper_names_the_extra(workdir):
     proc = run_evalkit(workdir, "trainer.requires=[no_such_wrapper_pkg]", "trainer.extra=nosuch",
                        "trainer.name=nosuch")
     assert proc.returncode != 0
-    assert "pip install -e '.[nosuch]'" in proc.stderr
+    # the hint for this installation: `pip install -e '<checkout>[nosuch]'` from an editable checkout (as in CI),
+    # `pip install 'evalkit[nosuch]'` from a wheel (tests/test_config_validation.py covers both forms)
+    from evalkit.installs import install_command
+
+    hint = install_command("nosuch")
+    assert hint.endswith("[nosuch]'")
+    assert f"'no_such_wrapper_pkg' package, which is not installed: {hint}" in proc.stderr
     _, (run,) = job_runs(workdir)
     assert run.info.status == "FAILED" and "no_such_wrapper_pkg" in run.data.tags["evalkit.failure_reason"]
 

@@ -11,7 +11,11 @@ import torch
 
 
 class CorruptCheckpoint(RuntimeError):
-    """A checkpoint that cannot be read (the message names the file and what to do)."""
+    """A checkpoint that exists but cannot be read (the message names the file and what to do)."""
+
+
+class MissingCheckpoint(FileNotFoundError):
+    """No checkpoint where `resume_from` points (the message names the path and what to do)."""
 
 
 def atomic_save(obj, path: str) -> None:
@@ -25,7 +29,7 @@ def atomic_save(obj, path: str) -> None:
 def safe_load(path: str) -> dict:
     """torch.load with weights_only=True; any failure becomes one clear CorruptCheckpoint."""
     if not os.path.exists(path):
-        raise CorruptCheckpoint(f"checkpoint {path} does not exist; check resume_from")
+        raise MissingCheckpoint(f"checkpoint {path} does not exist; check resume_from")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - every reader error means the same thing to the user
@@ -43,7 +47,7 @@ def latest_checkpoint(path: str, pattern: str = "step_*.pt") -> str:
         return path
     candidates = [p for p in glob.glob(os.path.join(path, pattern)) if _STEP.search(os.path.basename(p))]
     if not candidates:
-        raise CorruptCheckpoint(f"no checkpoint matching {pattern} in {path}; check resume_from")
+        raise MissingCheckpoint(f"no checkpoint matching {pattern} in {path}; check resume_from")
     return max(candidates, key=lambda p: int(_STEP.search(os.path.basename(p)).group(1)))
 
 

@@ -12,37 +12,83 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from evalkit.config import register_configs
-from evalkit.tracking import TrackingUnavailable, fix_default_uri
+from evalkit.config import config_warnings, register_configs, validate
+from evalkit.interrupt import Interrupted, raise_on_stop_signals
+from evalkit.rundir import RunDirBusy
+from evalkit.tracking import TrackingUnavailable, fix_default_uri, mask_passwords_in_log
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# The shipper retries every flush interval with the spool as its buffer: MLflow's own HTTP retries (minutes
+# per call by default) would only keep the controller from watching its workers during a server outage.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 register_configs()
 _failures: list[str] = []
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
 def _app(cfg: DictConfig):
+    problems = validate(cfg)
+    if problems:   # nothing recorded: an invalid config is not a run
+        for problem in problems:
+            print(f"evalkit: invalid config: {problem}", file=sys.stderr)
+        _failures.append(problems[0])
+        return None
+    for warning in config_warnings(cfg):
+        print(f"evalkit: warning: {warning}", file=sys.stderr)
     from evalkit.job import run_job  # heavy imports after Hydra has parsed the command line
 
     run_dir = HydraConfig.get().runtime.output_dir
     try:
         result = run_job(cfg, run_dir)
-    except TrackingUnavailable as exc:
+    except (TrackingUnavailable, RunDirBusy) as exc:
         print(f"evalkit: {exc}", file=sys.stderr)
         _failures.append(str(exc))
         return None
     if not result.ok:
         _failures.append(result.reason)
-        print(f"evalkit: run {result.run_id} FAILED: {result.reason}", file=sys.stderr)
+        print(f"evalkit: run {result.run_id} {result.status or 'FAILED'}: {result.reason}", file=sys.stderr)
     return result
 
 
 def main() -> None:
     fix_default_uri()
-    _app()
+    _refuse_unwritable_launch_dir()
+    mask_passwords_in_log("hydra._internal.core_plugins.basic_launcher")   # it prints every job's overrides
+    raise_on_stop_signals()
+    try:
+        _app()
+    except KeyboardInterrupt as exc:
+        sys.exit(_interrupted(exc))
     if _failures:
         print(f"evalkit: {len(_failures)} job(s) failed", file=sys.stderr)
         sys.exit(1)
+
+
+def _refuse_unwritable_launch_dir() -> None:
+    """Exit with one line when a folder the run directory or the local store would be created in takes no
+    files (a read-only launch directory): checked before Hydra starts, whose own error is a traceback."""
+    from evalkit.launch_dir import launch_dir_problem
+
+    problem = launch_dir_problem(sys.argv[1:])
+    if problem:
+        print(f"evalkit: {problem}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """One line for an interrupt (the job already recorded its run KILLED); a sweep's parent ends KILLED."""
+    from evalkit.sweep import end_active_sweep
+
+    if not isinstance(exc, Interrupted):
+        exc = Interrupted("SIGINT")
+    signame, message = exc.signame, exc.message
+    try:
+        parent = end_active_sweep("KILLED", f"interrupted by {signame}")
+    except Exception as err:  # noqa: BLE001 - the store may be the reason the user pressed Ctrl-C
+        parent, message = None, f"{message}; the sweep's parent run could not be ended ({type(err).__name__})"
+    print(f"evalkit: {message}" + (f"; sweep run {parent} ended KILLED" if parent else ""), file=sys.stderr)
+    return exc.exit_code
 
 
 def mlflow_entry() -> None:

@@ -2,15 +2,23 @@
 
 The primary config (`conf/config.yaml`) puts `evalkit_schema` first in its defaults list, so every
 group file and command-line override is merged into these dataclasses: an unknown key or a value of
-the wrong type fails at compose time with Hydra's own message.
+the wrong type fails at compose time with Hydra's own message. What the types cannot say (a key added
+with `+`, a value outside its range or its choices) `validate` reports before anything is recorded;
+`config_warnings` names valid settings that quietly lose a measurement.
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import functools
+import math
+import typing
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 
 @dataclass
@@ -39,7 +47,8 @@ class TaskConfig:
     seq_len: int = 32
     n_heads: int = 2
     noise: float = 0.1
-    metric_margin: float = 0.01      # equivalence margin for the validation metric (relative)
+    metric_margin: float = 0.01      # equivalence margin of the validation metric: relative (0.01 = ±1 %) for a
+    #                                  relative-scale metric, in metric units for an absolute-scale one
     extra: dict[str, Any] = field(default_factory=dict)  # passed to third-party task builders
 
 
@@ -68,7 +77,7 @@ class DistributedConfig:
 
 @dataclass
 class TrackingConfig:
-    uri: Optional[str] = None        # default: sqlite:///<launch dir>/mlflow.db; MLFLOW_TRACKING_URI wins
+    uri: Optional[str] = None        # wins over MLFLOW_TRACKING_URI; neither: sqlite:///<launch dir>/mlflow.db
     experiment: str = "evalkit"
     flush_interval_s: float = 1.0
     batch_size: int = 1000           # metric points per log_batch call (MLflow caps at 1000)
@@ -118,5 +127,186 @@ class EvalkitConfig:
 
 
 def register_configs() -> None:
+    """The schema, and the `${evalkit_uid:}` resolver of the default run directories (conf/config.yaml)."""
+    from omegaconf import OmegaConf
+
+    from evalkit.rundir import process_uid
+
+    if not OmegaConf.has_resolver("evalkit_uid"):
+        OmegaConf.register_new_resolver("evalkit_uid", process_uid)
     cs = ConfigStore.instance()
     cs.store(name="evalkit_schema", node=EvalkitConfig)
+
+
+# ------------------------------------------------------------------ what the types cannot say
+SEED_LIMIT = 2**32   # numpy's seeding (and the transformers Trainer's set_seed) accepts seeds below 2**32 only
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting allows (finite numbers only); each bound is inclusive unless marked open."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    nullable: bool = False          # null is allowed too (train.grad_clip: no clipping)
+    length: int | None = None       # a list of exactly this many numbers, each in the range
+
+    def allows(self, value: Any) -> bool:
+        if self.length is not None:
+            return (isinstance(value, (list, ListConfig)) and len(value) == self.length
+                    and all(self._holds(v) for v in value))
+        return self.nullable if value is None else self._holds(value)
+
+    def _holds(self, v: Any) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        above = self.low is None or v > self.low or (v == self.low and not self.low_open)
+        below = self.high is None or v < self.high or (v == self.high and not self.high_open)
+        return above and below
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            text = (f"in {'(' if self.low_open else '['}{_number(self.low)}, "
+                    f"{_number(self.high)}{')' if self.high_open else ']'}")
+        else:
+            text = f"{'>' if self.low_open else '>='} {_number(self.low)}"
+        if self.length is not None:
+            text = f"{self.length} values, each {text}"
+        return f"null or {text}" if self.nullable else text
+
+
+POSITIVE, AT_LEAST_0, AT_LEAST_1 = Range(0, low_open=True), Range(0), Range(1)
+UNIT_OPEN = Range(0, 1, high_open=True)
+TASK_SIZES = ("n_train", "n_val", "in_dim", "hidden", "depth", "out_dim", "image_size", "channels", "vocab_size",
+              "seq_len", "n_heads")
+RANGES: dict[str, Range] = {
+    "train.lr": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.momentum": UNIT_OPEN,
+    "train.betas": Range(0, 1, high_open=True, length=2), "train.warmup_steps": AT_LEAST_0,
+    "train.min_lr_ratio": Range(0, 1), "train.batch_size": AT_LEAST_1, "train.grad_accum": AT_LEAST_1,
+    "train.grad_clip": Range(0, low_open=True, nullable=True), "train.max_steps": AT_LEAST_1,
+    "train.val_every": AT_LEAST_0, "train.ckpt_every": AT_LEAST_0, "train.num_workers": AT_LEAST_0,
+    **{f"task.{size}": AT_LEAST_1 for size in TASK_SIZES},
+    "task.noise": AT_LEAST_0, "task.metric_margin": POSITIVE,
+    "hardware.threads": AT_LEAST_0,
+    "distributed.world_size": AT_LEAST_1, "distributed.timeout_s": AT_LEAST_1,
+    "tracking.flush_interval_s": POSITIVE, "tracking.batch_size": Range(1, 1000),
+    "tracking.progress_interval_s": POSITIVE,
+    "observe.warmup_steps": AT_LEAST_0,
+    "seed": Range(0, SEED_LIMIT, high_open=True), "repeat": Range(0, 2**63, high_open=True),
+}
+FREE_FORM = ("trainer.options", "task.extra")   # dicts handed to third-party code: any key is accepted
+
+
+def choices() -> dict[str, tuple]:
+    """The settings that take one of a few values, and those values."""
+    from evalkit.contract import MODES  # the adapter contract owns the modes (imports torch: only when checking)
+
+    return {"trainer.mode": MODES, "train.optimizer": ("adamw", "adam", "sgd"),
+            "train.schedule": ("constant", "linear", "cosine"), "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
+            "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto"),
+            "distributed.backend": ("auto", "gloo", "nccl")}
+
+
+def validate(cfg: DictConfig) -> list[str]:
+    """Every problem of a composed config that Hydra's types let through, one line each naming the key, the
+    value, what is allowed and the fix; empty when the config is valid."""
+    from evalkit.trainers import identity_problem
+
+    identity = identity_problem(cfg.trainer) if "trainer" in cfg else None
+    return [*unknown_keys(cfg), *_choice_problems(cfg), *_range_problems(cfg), *([identity] if identity else [])]
+
+
+def unknown_keys(cfg: DictConfig) -> list[str]:
+    """Keys the schema does not have (added with `+`, which Hydra accepts), each with the closest valid key."""
+    return list(_unknown_keys(cfg, EvalkitConfig, ""))
+
+
+def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> Iterator[str]:
+    types = typing.get_type_hints(schema)
+    for key in node:
+        if key not in types:
+            yield _unknown_key_message(f"{prefix}{key}", prefix, list(types))
+        elif dataclasses.is_dataclass(types[key]) and isinstance(node[key], DictConfig):
+            yield from _unknown_keys(node[key], types[key], f"{prefix}{key}.")
+
+
+def _unknown_key_message(path: str, prefix: str, known: list[str]) -> str:
+    close = closest_key(path)
+    fix = (f"did you mean {close}?" if close
+           else f"remove it; {prefix.rstrip('.') or 'the top level'} has {', '.join(known)}")
+    return f"{path} is not a setting (evalkit would ignore it): {fix}"
+
+
+def closest_key(path: str) -> str | None:
+    """The schema's key nearest to `path` in the same group (`train.max_step` -> `train.max_steps`), or None."""
+    *groups, name = path.split(".")
+    schema: Any = EvalkitConfig
+    for group in groups:
+        schema = typing.get_type_hints(schema).get(group)
+        if not dataclasses.is_dataclass(schema):
+            return None
+    close = difflib.get_close_matches(name, list(typing.get_type_hints(schema)), n=1)
+    return ".".join([*groups, close[0]]) if close else None
+
+
+CHOSEN_BY_GROUP = {"precision.name": "precision", "hardware.device": "hardware"}   # set by a group of that name
+
+
+def _choice_problems(cfg: DictConfig) -> Iterator[str]:
+    for key, allowed in choices().items():
+        value = _select(cfg, key)
+        if value not in allowed:
+            names = [_show(c) for c in allowed]
+            close = difflib.get_close_matches(_show(value), names, n=1, cutoff=0.5)
+            if key in CHOSEN_BY_GROUP:
+                fix = f"choose with the group instead: {CHOSEN_BY_GROUP[key]}={'|'.join(names)}"
+            else:
+                fix = f"did you mean {key}={close[0]}?" if close else f"set {key} to one of them"
+            yield f"{key}={_show(value)} is not one of {', '.join(names)}: {fix}"
+
+
+def _range_problems(cfg: DictConfig) -> Iterator[str]:
+    for key, allowed in RANGES.items():
+        value = _select(cfg, key)
+        if not allowed.allows(value):
+            yield (f"{key}={_show(value)} is out of range (allowed: {allowed}): "
+                   f"set it within that range, e.g. {key}={_show(_select(_defaults(), key))}")
+
+
+def config_warnings(cfg: DictConfig) -> list[str]:
+    """Valid settings that quietly lose a measurement, one line each saying what is lost and the fix."""
+    warnings = []
+    warmup, steps = cfg.observe.warmup_steps, cfg.train.max_steps
+    if warmup >= steps:
+        warnings.append(f"observe.warmup_steps={warmup} >= train.max_steps={steps}: every step is a warm-up step, "
+                        "so this run records no throughput (perf/samples_per_s, perf/steps_per_s, "
+                        f"perf/step_time_median_s); set observe.warmup_steps below {steps} (e.g. "
+                        "observe.warmup_steps=0) or raise train.max_steps")
+    return warnings
+
+
+@functools.cache
+def _defaults() -> DictConfig:
+    return OmegaConf.structured(EvalkitConfig)
+
+
+def _select(cfg: DictConfig, key: str) -> Any:
+    try:
+        return OmegaConf.select(cfg, key)
+    except OmegaConfBaseException as exc:   # an interpolation that does not resolve
+        return f"<unresolvable: {str(exc).splitlines()[0]}>"
+
+
+def _show(value: Any) -> str:
+    """A value as it is written on the command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, (list, ListConfig)):
+        return f"[{','.join(_show(v) for v in value)}]"
+    return str(value)
+
+
+def _number(x: float) -> str:
+    return f"2**{x.bit_length() - 1}" if isinstance(x, int) and x >= 2**16 and x & (x - 1) == 0 else str(x)

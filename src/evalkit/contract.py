@@ -160,10 +160,10 @@ def require(module: str, extra: str) -> None:
     """Raise AdapterUnavailable naming the extra when `module` cannot be imported."""
     import importlib.util
 
+    from evalkit.installs import install_command
+
     if importlib.util.find_spec(module) is None:
-        raise AdapterUnavailable(
-            f"the '{module}' package is not installed: install it with pip install -e '.[{extra}]' "
-            f"(or pip install 'evalkit[{extra}]')")
+        raise AdapterUnavailable(f"the '{module}' package is not installed: install it with {install_command(extra)}")
 
 
 class WrapperAdapter:

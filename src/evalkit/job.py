@@ -6,6 +6,7 @@ and artifacts and ends the run FINISHED or FAILED with the reason.
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import importlib.util
 import json
@@ -17,17 +18,19 @@ import time
 from dataclasses import dataclass
 
 import torch
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from evalkit import tracking
-from evalkit.contract import MODES
+from evalkit import rundir, tracking
+from evalkit.config import config_warnings
 from evalkit.environment import environment_lock, git_commit, hardware_description
-from evalkit.launch import WorkerGroup
+from evalkit.installs import install_command
+from evalkit.interrupt import Interrupted, InterruptedAgain, StopRequest
+from evalkit.launch import Outcome, WorkerGroup
+from evalkit.resume_check import check_resume, resume_tags
 from evalkit.secrets import redact
 from evalkit.ship import Shipper
 from evalkit.spool import read_json
-from evalkit.worker import JOB_FILE
+from evalkit.worker import JOB_FILE, adapter_class_problem
 
 RUN_FILE = "run.json"
 EXIT_CODES_FILE = "exit_codes.json"
@@ -40,6 +43,7 @@ class JobResult:
     run_id: str | None
     ok: bool
     reason: str = ""
+    status: str = ""             # the run's end: FINISHED, FAILED or KILLED
 
 
 def caliber(cfg: DictConfig) -> str:
@@ -52,21 +56,15 @@ def preflight(cfg: DictConfig) -> str | None:
     trainer = cfg.trainer
     for module in trainer.requires:
         if importlib.util.find_spec(module) is None:
-            return (f"trainer '{trainer.name}' needs the '{module}' package, which is not installed: "
-                    f"pip install -e '.[{trainer.extra}]'")
-    if trainer.mode not in MODES:
-        return f"trainer.mode={trainer.mode!r} is not one of {', '.join(MODES)}"
-    if cfg.distributed.world_size < 1:
-        return f"distributed.world_size={cfg.distributed.world_size} must be at least 1"
-    if cfg.train.max_steps < 1 or cfg.train.grad_accum < 1 or cfg.train.batch_size < 1:
-        return "train.max_steps, train.grad_accum and train.batch_size must be at least 1"
+            fix = install_command(trainer.extra) if trainer.extra else f"install the package that provides '{module}'"
+            return f"trainer '{trainer.name}' needs the '{module}' package, which is not installed: {fix}"
     if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
         return "hardware=cuda but no CUDA device is visible: use hardware=cpu or hardware=auto"
     if runs_on_cuda(cfg) and torch.cuda.device_count() < cfg.distributed.world_size:
         return (f"distributed.world_size={cfg.distributed.world_size} on hardware={cfg.hardware.name} needs one "
                 f"CUDA device per rank, {torch.cuda.device_count()} visible (NCCL refuses two ranks on one "
                 "device): lower distributed.world_size or use hardware=cpu")
-    return None
+    return adapter_class_problem(trainer._target_) or check_resume(cfg)
 
 
 def runs_on_cuda(cfg: DictConfig) -> bool:
@@ -87,10 +85,12 @@ def run_tags(cfg: DictConfig, sweep_id: str | None) -> dict[str, str]:
 
 
 class Controller:
-    def __init__(self, cfg: DictConfig, run_dir: str, uri: str | None = None, run_id: str | None = None):
+    def __init__(self, cfg: DictConfig, run_dir: str, uri: str | None = None, run_id: str | None = None,
+                 stop: StopRequest | None = None):
         self.cfg, self.run_dir = cfg, os.path.abspath(run_dir)
+        self.stop = stop or StopRequest()
         self.uri = uri or tracking.resolve_uri(cfg.tracking.uri)
-        self.client = MlflowClient(self.uri)
+        self.client = tracking.open_client(self.uri)
         self.run_id = run_id
         self.workers: WorkerGroup | None = None
 
@@ -99,6 +99,10 @@ class Controller:
         exp = tracking.experiment_id(self.client, self.cfg.tracking.experiment)
         sweep_id = os.environ.get(SWEEP_ID_ENV)
         tags = run_tags(self.cfg, sweep_id)
+        tags.update(resume_tags(self.cfg))
+        warnings = config_warnings(self.cfg)
+        if warnings:
+            tags["evalkit.config_warnings"] = "; ".join(warnings)
         if os.environ.get(PARENT_RUN_ENV):
             tags["mlflow.parentRunId"] = os.environ[PARENT_RUN_ENV]
         cfg = self.cfg
@@ -113,6 +117,7 @@ class Controller:
                                          tags={k: str(v) for k, v in tags.items() if v is not None})
             self.run_id = run.info.run_id
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
+        resolved["tracking"]["uri"] = tracking.display_uri(self.uri)   # the store actually used, not the request
         tracking.log_params(self.client, self.run_id, tracking.flatten(resolved))
         self._log_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))), "config", "resolved.yaml")
         self._log_text(environment_lock(), "env", "lock.txt")
@@ -126,10 +131,10 @@ class Controller:
                 fh.write(text)
             self.client.log_artifact(self.run_id, path, artifact_dir)
 
-    def fail(self, reason: str) -> JobResult:
-        tracking.set_tags(self.client, self.run_id, {"evalkit.failure_reason": reason.splitlines()[0][:500]})
-        self.client.set_terminated(self.run_id, "FAILED")
-        return JobResult(self.run_id, False, reason)
+    def fail(self, reason: str, status: str = "FAILED") -> JobResult:
+        tracking.set_tags(self.client, self.run_id, {"evalkit.failure_reason": one_line(reason)})
+        self.client.set_terminated(self.run_id, status)
+        return JobResult(self.run_id, False, reason, status)
 
     def train(self) -> JobResult:
         spool_dir = os.path.join(self.run_dir, "spool")
@@ -147,28 +152,40 @@ class Controller:
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
         self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr,
                                    cuda=runs_on_cuda(self.cfg))
-        codes = self._watch(shipper)
+        self._watch(shipper)
+        outcome = self.workers.outcome(self.stop.signame)
         with open(os.path.join(self.run_dir, EXIT_CODES_FILE), "w") as fh:
-            json.dump(codes, fh)
-        return self.ship_and_finish(shipper, codes)
+            json.dump(dataclasses.asdict(outcome), fh)
+        if not outcome.interrupted:
+            return self.ship_and_finish(shipper, outcome)
+        try:
+            result = self.ship_and_finish(shipper, outcome)
+        except tracking.TrackingUnavailable as exc:
+            raise Interrupted(outcome.interrupted, f"interrupted by {outcome.interrupted}; {exc}") from None
+        raise Interrupted(outcome.interrupted, f"interrupted by {outcome.interrupted}: run {result.run_id} ended "
+                                               f"KILLED ({result.reason})")
 
-    def ship_and_finish(self, shipper: Shipper, codes: list[int]) -> JobResult:
+    def ship_and_finish(self, shipper: Shipper, outcome: Outcome | None) -> JobResult:
         """Final shipping and the run's end; a tracking outage here loses nothing (the spool stays)."""
         try:
-            shipper.poll(final=True)
-            if shipper.last_error:
-                raise RuntimeError(shipper.last_error)
-            return self._finish(shipper, os.path.join(self.run_dir, "spool"), codes)
+            with tracking.quiet_store_logs():   # the failure is reported once, below, not per call by MLflow
+                shipper.poll(final=True)
+                if shipper.last_error:
+                    raise RuntimeError(shipper.last_error)
+                return self._finish(shipper, os.path.join(self.run_dir, "spool"), outcome)
         except Exception as exc:  # noqa: BLE001 - any store failure means the same to the user
             raise tracking.TrackingUnavailable(
-                f"the tracking store {self.uri} failed while recording run {self.run_id} "
-                f"({type(exc).__name__}: {str(exc)[:200]}); every record is kept in {self.run_dir}/spool: "
-                f"when the store answers again, run: evalkit-ship {self.run_dir}") from exc
+                f"the tracking store {tracking.display_uri(self.uri)} failed while recording run {self.run_id} "
+                f"({shipper.last_error or tracking.describe_failure(exc)}); every record is kept in "
+                f"{self.run_dir}/spool: when the store answers again, run: evalkit-ship {self.run_dir}") from exc
 
     def _watch(self, shipper: Shipper) -> list[int]:
         interval, progress_every = self.cfg.tracking.flush_interval_s, self.cfg.tracking.progress_interval_s
         started = last_progress = time.monotonic()
         while (codes := self.workers.poll()) is None:
+            if self.stop.signame:
+                self.workers.stop()
+                continue
             time.sleep(interval)
             shipper.poll()
             if time.monotonic() - last_progress >= progress_every:
@@ -180,11 +197,11 @@ class Controller:
         last = shipper.steps[-1] if shipper.steps else None
         where = (f"step {last['step']}/{self.cfg.train.max_steps} loss {last['loss']:.4g}"
                  if last and last.get("loss") is not None else "starting")
-        warn = f" (tracking: {shipper.last_error}; records kept in the spool)" if shipper.last_error else ""
+        warn = " (tracking store failing: records kept in the spool)" if shipper.last_error else ""
         print(f"[evalkit] {self.cfg.trainer.name} {self.cfg.task.name} seed={self.cfg.seed}: {where} "
               f"after {elapsed:.0f}s{warn}", file=sys.stderr, flush=True)
 
-    def _finish(self, shipper: Shipper, spool_dir: str, codes: list[int]) -> JobResult:
+    def _finish(self, shipper: Shipper, spool_dir: str, outcome: Outcome | None) -> JobResult:
         client, run_id, world = self.client, self.run_id, self.cfg.distributed.world_size
         summaries = [read_json(spool_dir, f"summary_rank{r}.json") for r in range(world)]
         self._log_summaries(summaries)
@@ -193,10 +210,14 @@ class Controller:
         tags["evalkit.wrapper_version"] = next((v for k, v in versions.items() if k != "torch"), versions.get("torch"))
         tags["evalkit.torch_version"] = versions.get("torch")
         tags.update(observed_precision_tags(self.cfg.precision.name, summaries[0]))
+        if tags.get("evalkit.precision_mismatch"):
+            print(f"[evalkit] warning: {self.cfg.trainer.name} ran another precision than asked: "
+                  f"{tags['evalkit.precision_mismatch']}", file=sys.stderr, flush=True)
         task = read_json(spool_dir, "task.json", {})
         if task:
             tags["evalkit.val_metric"] = task["metric"]
             tags["evalkit.val_metric_higher_is_better"] = str(task["higher_is_better"]).lower()
+            tags["evalkit.val_metric_scale"] = task.get("scale", "relative")
         tracking.set_tags(client, run_id, tags)
         records_dir = os.path.join(self.run_dir, "records")
         for path in shipper.write_csvs(records_dir, self._metric_name(shipper)):
@@ -206,14 +227,23 @@ class Controller:
                 client.log_artifact(run_id, os.path.join(spool_dir, name), "evalkit")
         for path in sorted(glob.glob(os.path.join(self.run_dir, "worker_rank*.log"))):
             client.log_artifact(run_id, path, "logs")
-        errors = [os.path.join(spool_dir, f"error_rank{r}.txt") for r in range(world)]
-        errors = [p for p in errors if os.path.exists(p)]
-        for path in errors:
+        errors = {r: os.path.join(spool_dir, f"error_rank{r}.txt") for r in range(world)}
+        errors = {r: p for r, p in errors.items() if os.path.exists(p)}
+        for path in errors.values():
             client.log_artifact(run_id, path, "failure")
-        if all(c == 0 for c in codes):
+        last = shipper.steps[-1]["step"] if shipper.steps else 0
+        if outcome is None:       # the controller died before the workers ended (evalkit-ship after a SIGKILL)
+            outcome = outcome_from_spool(spool_dir, world, errors)
+            if outcome is None:
+                return self.fail(f"the controller stopped before its workers ended (killed?); the records up to "
+                                 f"step {last} are kept", status="KILLED")
+        if outcome.interrupted:
+            return self.fail(f"interrupted by {outcome.interrupted} after step {last}; the records up to it are "
+                             "kept", status="KILLED")
+        if all(c == 0 for c in outcome.codes):
             client.set_terminated(run_id, "FINISHED")
-            return JobResult(run_id, True)
-        return self.fail(failure_reason(codes, errors))
+            return JobResult(run_id, True, status="FINISHED")
+        return self.fail(failure_reason(outcome, errors))
 
     def _log_summaries(self, summaries: list[dict | None]) -> None:
         points = []
@@ -258,39 +288,81 @@ def observed_precision_tags(requested: str, summary: dict | None) -> dict[str, s
     return tags
 
 
-def failure_reason(codes: list[int], error_files: list[str]) -> str:
-    for path in error_files:
-        with open(path) as fh:
-            first = fh.readline().strip()
-        if first:
-            return first
-    signals = [c for c in codes if c < 0]
-    if signals:
-        return f"worker killed by {signal.Signals(-signals[0]).name} (exit codes {codes})"
+def one_line(text: str, limit: int = 500) -> str:
+    """A reason as one line for a tag or the console: every line of it kept, whitespace collapsed."""
+    return " ".join(text.split())[:limit]
+
+
+def failure_reason(outcome: Outcome, error_files: dict[int, str]) -> str:
+    """The cause, from the rank that failed first: its error, or the signal that killed it. Ranks evalkit
+    stopped itself come last: their errors are symptoms of the first failure."""
+    codes, world = outcome.codes, len(outcome.codes)
+    first = [outcome.first_failed] if outcome.first_failed is not None else []
+    order = first + [r for r in range(world) if r not in first and r not in outcome.stopped] + outcome.stopped
+    who = (lambda r: f"rank {r} ") if world > 1 else (lambda r: "worker ")
+    for rank in order:
+        code = codes[rank]
+        if code in (0, None):
+            continue
+        cause = ""
+        if rank in error_files:
+            with open(error_files[rank]) as fh:
+                cause = fh.readline().strip()
+        if not cause and code < 0:
+            cause = f"{who(rank)}killed by {signal.Signals(-code).name}"
+        elif cause and world > 1:
+            cause = f"rank {rank}: {cause}"
+        if cause:
+            return cause + (f" (exit codes {codes})" if world > 1 else "")
     return f"worker exited with codes {codes}"
 
 
+def outcome_from_spool(spool_dir: str, world: int, errors: dict[int, str]) -> Outcome | None:
+    """The workers' end read from what they left, when no exit code was recorded: an error file means that
+    rank failed, a summary means it finished; None when neither tells (the workers were killed)."""
+    codes = []
+    for rank in range(world):
+        if rank in errors:
+            codes.append(1)
+        elif os.path.exists(os.path.join(spool_dir, f"summary_rank{rank}.json")):
+            codes.append(0)
+        else:
+            return None
+    return Outcome(codes)
+
+
 def run_job(cfg: DictConfig, run_dir: str) -> JobResult:
-    """Run one job end to end. Never raises for a training failure: the run records it."""
-    ctl = Controller(cfg, run_dir)
+    """Run one job end to end. Never raises for a training failure: the run records it. Raises RunDirBusy
+    when another job holds `run_dir`, and `Interrupted` after recording the run on SIGINT/SIGTERM."""
+    claim = rundir.claim_fresh(run_dir)
+    if claim.archived:
+        print(f"[evalkit] {run_dir} held an earlier job's files: moved to {claim.archived}", file=sys.stderr)
+        cfg.resume_from = rundir.relocate(cfg.resume_from, run_dir, claim.archived)
+    try:
+        with StopRequest() as stop:
+            ctl = Controller(cfg, run_dir, stop=stop)
+            try:
+                return _run(ctl, cfg, stop)
+            except InterruptedAgain:        # a second signal: stop at once, the spool keeps what was not shipped
+                if ctl.workers:
+                    ctl.workers.stop(grace_s=2.0)
+                raise Interrupted(stop.signame or "SIGINT", f"interrupted twice; records kept in {ctl.run_dir}/spool:"
+                                  f" run evalkit-ship {ctl.run_dir} to finish recording run {ctl.run_id}") from None
+    finally:
+        claim.release()
+
+
+def _run(ctl: Controller, cfg: DictConfig, stop: StopRequest) -> JobResult:
     ctl.start_run()
+    if stop.signame:
+        ctl.fail(f"interrupted by {stop.signame} before training started", status="KILLED")
+        raise Interrupted(stop.signame, f"interrupted by {stop.signame}: run {ctl.run_id} ended KILLED before "
+                                        "training started")
     reason = preflight(cfg)
     if reason:
         return ctl.fail(reason)
-    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-
-    def interrupted(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    for s in previous:
-        signal.signal(s, interrupted)
-    try:
-        return ctl.train()
-    except KeyboardInterrupt as exc:
-        if ctl.workers:
-            ctl.workers.stop()
-        ctl.fail(f"interrupted ({exc or 'SIGINT'}); records up to the interruption are kept")
-        raise
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    result = ctl.train()
+    if stop.signame:     # the signal came while the finished job was being recorded: stop the sweep here
+        raise Interrupted(stop.signame, f"interrupted by {stop.signame} after run {result.run_id} ended "
+                                        f"{result.status}")
+    return result

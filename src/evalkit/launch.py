@@ -2,7 +2,10 @@
 
 Wrappers detect these variables (Lightning's TorchElasticEnvironment, Accelerate's state, Ignite's
 idist) and join the process group instead of spawning their own processes. When one rank fails, the
-others are stopped: a rank waiting in a collective for a dead peer would otherwise hang.
+others are stopped: a rank waiting in a collective for a dead peer would otherwise hang. The group
+remembers which rank failed first and which ranks it stopped itself, so the run's reason names the cause
+(rank 1 killed by SIGKILL), not the symptom it caused in its peers (rank 0's broken gloo connection).
+Workers die with their controller (`CONTROLLER_PID_ENV`, see `evalkit.worker`).
 """
 from __future__ import annotations
 
@@ -13,6 +16,25 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
+
+from evalkit.worker import CONTROLLER_PID_ENV
+
+
+@dataclass
+class Outcome:
+    """How the ranks ended: exit codes (negative: killed by that signal), the rank that failed first, the
+    ranks evalkit stopped itself (after another rank failed, or on an interrupt), and the interrupt."""
+
+    codes: list[int]
+    first_failed: int | None = None
+    stopped: list[int] = field(default_factory=list)
+    interrupted: str | None = None     # SIGINT / SIGTERM received by the controller
+
+    @classmethod
+    def from_json(cls, data) -> "Outcome":
+        """Read `exit_codes.json` (a plain list of codes in older run directories)."""
+        return cls(codes=list(data)) if isinstance(data, list) else cls(**data)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -29,6 +51,8 @@ class WorkerGroup:
         port, run_id = free_port(master_addr), uuid.uuid4().hex[:12]
         threads = max(1, (os.cpu_count() or 1) // world_size)
         self.procs: list[subprocess.Popen] = []
+        self.first_failed: int | None = None
+        self.stopped: set[int] = set()
         for rank in range(world_size):
             env = dict(os.environ)
             env.update({
@@ -38,6 +62,7 @@ class WorkerGroup:
                 "MASTER_ADDR": master_addr, "MASTER_PORT": str(port),
                 "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
                 "TORCHELASTIC_MAX_RESTARTS": "0", "PYTHONUNBUFFERED": "1",
+                CONTROLLER_PID_ENV: str(os.getpid()),
             })
             if world_size > 1:
                 env.setdefault("OMP_NUM_THREADS", str(threads))   # as torchrun does: no oversubscription
@@ -57,15 +82,23 @@ class WorkerGroup:
     def poll(self) -> list[int] | None:
         """None while any rank runs; else every rank's exit code. A failed rank stops the others."""
         codes = [p.poll() for p in self.procs]
-        if any(c not in (None, 0) for c in codes) and any(c is None for c in codes):
+        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+        if failed and self.first_failed is None:
+            # Ranks seen failing in the same poll: one killed by a signal is the cause, an error its symptom.
+            self.first_failed = min(failed, key=lambda r: (codes[r] >= 0, r))
+        if failed and any(c is None for c in codes):
             self.stop(grace_s=10.0)
             codes = [p.poll() for p in self.procs]
         return None if any(c is None for c in codes) else codes
 
+    def outcome(self, interrupted: str | None = None) -> Outcome:
+        return Outcome([p.poll() for p in self.procs], self.first_failed, sorted(self.stopped), interrupted)
+
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGTERM every live rank, then SIGKILL what is left after `grace_s`."""
-        for proc in self.procs:
+        for rank, proc in enumerate(self.procs):
             if proc.poll() is None:
+                self.stopped.add(rank)
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         for proc in self.procs:

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from evalkit.installs import install_command
 from evalkit.sweep import SWEEP_NAME_ENV
-from evalkit.tracking import fix_default_uri, resolve_uri
+from evalkit.tracking import display_uri, resolve_uri
 
 CONF = Path(__file__).parent / "conf"
 SMOKE = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val_every=20",
@@ -50,28 +51,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every job (after --)")
     args = parser.parse_args(argv)
 
+    problem = argument_problem(args.seeds, args.scenario)
+    if problem:
+        print(f"evalkit-eval: {problem}", file=sys.stderr)
+        return 2
     ready, missing = installed_trainers()
     trainers = args.trainers.split(",") if args.trainers else ready
     if "baseline" not in trainers:
         trainers.insert(0, "baseline")
     unknown = [t for t in trainers if t not in ready]
     if unknown:
-        hints = ", ".join(f"{t}: pip install -e '.[{missing[t]}]'" if t in missing else f"{t}: no such trainer"
+        hints = ", ".join(f"{t}: {install_command(missing[t])}" if t in missing else f"{t}: no such trainer"
                           for t in unknown)
         print(f"evalkit-eval: cannot run {hints}", file=sys.stderr)
         return 2
+    problems = job_problems(sweep_overrides(trainers, [args.seeds - 1], args.overrides))
+    if problems:
+        for problem in problems:
+            print(f"evalkit-eval: {problem}", file=sys.stderr)
+        print("evalkit-eval: nothing was trained; fix the above and run again", file=sys.stderr)
+        return 2
     for name, extra in missing.items():
-        print(f"evalkit-eval: skipping {name} (not installed: pip install -e '.[{extra}]')", file=sys.stderr)
+        print(f"evalkit-eval: skipping {name} (not installed: {install_command(extra)})", file=sys.stderr)
 
-    uri = resolve_uri(None) if os.environ.get("MLFLOW_TRACKING_URI") else fix_default_uri()
+    uri = store_uri(args.overrides)
     sweep = f"quick-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     jobs = len(trainers) * args.seeds
-    print(f"evalkit-eval: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds), sweep {sweep}, store {uri}",
-          file=sys.stderr, flush=True)
-    command = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "-m", f"trainer={','.join(trainers)}",
-               f"seed={','.join(str(s) for s in range(args.seeds))}", *SMOKE, *args.overrides]
+    print(f"evalkit-eval: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds), sweep {sweep}, "
+          f"store {display_uri(uri)}", file=sys.stderr, flush=True)
+    command = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "-m",
+               *sweep_overrides(trainers, range(args.seeds), args.overrides)]
     started = time.monotonic()
     train = subprocess.run(command, env={**os.environ, SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
+    if train.returncode and not jobs_recorded(uri, sweep):
+        print(f"evalkit-eval: the training sweep failed before any job was recorded (exit code {train.returncode}, "
+              "see above): nothing to judge", file=sys.stderr)
+        return train.returncode
     print(f"evalkit-eval: training done in {time.monotonic() - started:.0f} s"
           f"{'' if train.returncode == 0 else ' (some jobs failed: see the functional column)'}; judging...",
           file=sys.stderr, flush=True)
@@ -80,6 +95,98 @@ def main(argv: list[str] | None = None) -> int:
 
     code = verdict(["--tracking-uri", uri, "--sweep-id", sweep, "--out", args.out, "--scenario", args.scenario])
     return code or (1 if train.returncode else 0)
+
+
+def argument_problem(seeds: int, scenario: str) -> str | None:
+    """What is wrong with the command-line options (checked before anything runs), or None."""
+    from evalkit.verdict.scenarios import ScenarioError, load_scenarios
+
+    if seeds < 1:
+        return f"--seeds {seeds}: each arm needs at least one seed (e.g. --seeds 5)"
+    try:
+        scenarios = load_scenarios()
+    except ScenarioError as exc:
+        return str(exc)
+    if scenario not in scenarios:
+        return f"--scenario {scenario!r} unknown; choose from {', '.join(sorted(scenarios))}"
+    return None
+
+
+def store_uri(overrides: list[str]) -> str:
+    """The store the sweep records into and the verdict reads: a `tracking.uri=` override (it wins over
+    MLFLOW_TRACKING_URI in every job), else MLFLOW_TRACKING_URI, else the local store ./mlflow.db."""
+    chosen = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("tracking.uri=")]
+    return resolve_uri(chosen[-1] if chosen and chosen[-1] not in ("", "null") else None)
+
+
+def sweep_overrides(trainers: list[str], seeds, extra: list[str]) -> list[str]:
+    """The overrides of the `evalkit -m` sweep: every trainer x every seed, smoke scale, then the user's."""
+    return [f"trainer={','.join(trainers)}", f"seed={','.join(str(s) for s in seeds)}", *SMOKE, *extra]
+
+
+def job_problems(overrides: list[str]) -> list[str]:
+    """Compose every job of the sweep `overrides` describe, as `evalkit -m` will, and validate it: each
+    problem once, one line each (empty: every job is valid)."""
+    from hydra import compose, initialize_config_module
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the sweeper `evalkit -m` uses
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from evalkit.config import register_configs, validate
+
+    register_configs()
+    try:
+        jobs = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)[0]
+    except HydraException as exc:
+        return [f"bad override: {_one_line(exc)}"]
+    problems: dict[str, None] = {}
+    with initialize_config_module("evalkit.conf", version_base=None):
+        for job in jobs:
+            try:
+                found = [f"invalid config: {p}" for p in validate(compose("config", overrides=job))]
+            except (HydraException, OmegaConfBaseException) as exc:
+                found = [f"bad override: {_one_line(exc)}"]
+            problems.update(dict.fromkeys(found))
+    return list(problems)
+
+
+_HYDRA_NOISE = ("To append", "full_key:", "reference_type=", "object_type=", "See https://")
+
+
+def _one_line(exc: BaseException) -> str:
+    """Hydra's error and its causes on one line, without the hints that do not apply here (Hydra suggests
+    `+key=value` for a typo, which evalkit refuses); a mistyped key gets the nearest valid one."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    from evalkit.config import closest_key
+
+    chain = [exc]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    for error in chain:
+        key = getattr(error, "full_key", None) if isinstance(error, (ConfigAttributeError, ConfigKeyError)) else None
+        if key and closest_key(key):
+            return f"{key} is not a setting: did you mean {closest_key(key)}?"
+    text = "\n".join(str(error).split("Config search path")[0] for error in chain)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join(line for line in lines if not line.startswith(_HYDRA_NOISE))
+
+
+def jobs_recorded(uri: str, sweep: str) -> int:
+    """How many job runs of `sweep` the store holds (0 when it cannot be read; a missing SQLite file is not
+    created)."""
+    from mlflow.tracking import MlflowClient
+
+    if uri.startswith("sqlite:///") and not os.path.exists(uri.removeprefix("sqlite:///")):
+        return 0
+    try:
+        client = MlflowClient(uri)
+        experiments = [e.experiment_id for e in client.search_experiments()]
+        query = f"tags.`evalkit.role` = 'job' and tags.`evalkit.sweep_id` = '{sweep}'"
+        return len(client.search_runs(experiments, query, max_results=1))
+    except Exception:  # noqa: BLE001 - an unreadable store holds nothing to judge either
+        return 0
 
 
 if __name__ == "__main__":

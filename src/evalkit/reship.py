@@ -11,13 +11,15 @@ import sys
 
 from omegaconf import OmegaConf
 
-from evalkit.job import EXIT_CODES_FILE, RUN_FILE, Controller
+from evalkit import rundir, tracking
+from evalkit.job import EXIT_CODES_FILE, RUN_FILE, Controller, JobResult
+from evalkit.launch import Outcome
 from evalkit.ship import Shipper
 from evalkit.tracking import TrackingUnavailable
 from evalkit.worker import JOB_FILE
 
 
-def reship(run_dir: str, uri: str | None = None) -> bool:
+def reship(run_dir: str, uri: str | None = None) -> JobResult:
     for name in (JOB_FILE, RUN_FILE):
         if not os.path.exists(os.path.join(run_dir, name)):
             raise FileNotFoundError(f"{run_dir} has no {name}: it is not an evalkit run directory")
@@ -25,14 +27,43 @@ def reship(run_dir: str, uri: str | None = None) -> bool:
         spec = json.load(fh)
     with open(os.path.join(run_dir, RUN_FILE)) as fh:
         run = json.load(fh)
-    codes_path = os.path.join(run_dir, EXIT_CODES_FILE)
-    codes = json.load(open(codes_path)) if os.path.exists(codes_path) else [1]   # interrupted before the end
+    outcome = read_outcome(run_dir)
     cfg = OmegaConf.create(spec["config"])
-    ctl = Controller(cfg, run_dir, uri=uri or run["tracking_uri"], run_id=run["run_id"])
-    history = ctl.client.get_metric_history(ctl.run_id, "train/loss")
+    uri = uri or run["tracking_uri"]
+    tracking.check_reachable(uri)   # seconds; MLflow's own retries on a store that is down take minutes
+    ctl = Controller(cfg, run_dir, uri=uri, run_id=run["run_id"])
     shipper = Shipper(ctl.client, ctl.run_id, spec["spool_dir"], cfg.distributed.world_size,
-                      cfg.tracking.batch_size, shipped_through=max((m.step for m in history), default=0))
-    return ctl.ship_and_finish(shipper, codes).ok
+                      cfg.tracking.batch_size, shipped_through=last_shipped_step(ctl, run["tracking_uri"]))
+    claim = rundir.claim(run_dir, what="evalkit-ship")   # never beside the live job that owns the directory
+    try:
+        return ctl.ship_and_finish(shipper, outcome)
+    finally:
+        claim.release()
+
+
+def last_shipped_step(ctl: Controller, job_uri: str) -> int:
+    """The last step of `train/loss` the store already holds (0: none), so no point is sent twice; a store
+    that does not hold the job's run is refused."""
+    try:
+        with tracking.quiet_store_logs():
+            ctl.client.get_run(ctl.run_id)
+            history = ctl.client.get_metric_history(ctl.run_id, "train/loss")
+    except Exception as exc:  # noqa: BLE001 - MLflow raises many types; each means the run cannot be read there
+        raise TrackingUnavailable(
+            f"the tracking store {tracking.display_uri(ctl.uri)} cannot read run {ctl.run_id} "
+            f"({tracking.describe_failure(exc)}): give --tracking-uri the store that holds that run (the job "
+            f"recorded into {tracking.display_uri(job_uri)})") from None
+    return max((m.step for m in history), default=0)
+
+
+def read_outcome(run_dir: str) -> Outcome | None:
+    """How the workers ended, as the controller recorded it; None when it died before it could (then the
+    run's end is read from the spool, never invented)."""
+    path = os.path.join(run_dir, EXIT_CODES_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        return Outcome.from_json(json.load(fh))
 
 
 def main() -> None:
@@ -41,12 +72,13 @@ def main() -> None:
     parser.add_argument("--tracking-uri", help="record into this store instead of the one the job used")
     args = parser.parse_args()
     try:
-        ok = reship(os.path.abspath(args.run_dir), args.tracking_uri)
-    except (FileNotFoundError, TrackingUnavailable) as exc:
+        result = reship(os.path.abspath(args.run_dir), args.tracking_uri)
+    except (FileNotFoundError, TrackingUnavailable, rundir.RunDirBusy) as exc:
         print(f"evalkit-ship: {exc}", file=sys.stderr)
         sys.exit(2)
-    print(f"evalkit-ship: recorded {args.run_dir} ({'FINISHED' if ok else 'FAILED'})")
-    sys.exit(0 if ok else 1)
+    print(f"evalkit-ship: recorded {args.run_dir} (run {result.run_id} {result.status}"
+          f"{': ' + result.reason if result.reason else ''})")
+    sys.exit(0 if result.ok else 1)
 
 
 if __name__ == "__main__":

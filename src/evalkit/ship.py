@@ -2,13 +2,14 @@
 
 Curves come from rank 0's step records; validation metrics are merged over every rank (sums and
 counts), once each rank has reported that validation. A failed `log_batch` (tracking outage) keeps the
-points queued for the next call: the spool on disk stays the source of truth.
+points queued for the next call: the spool on disk stays the source of truth. Each kind of failure is said
+once, in one line (the shipper retries every flush interval; MLflow's own error logs are silenced).
 """
 from __future__ import annotations
 
 import csv
-import math
 import os
+import sys
 from collections import defaultdict
 from typing import Any
 
@@ -17,7 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from evalkit.spool import SpoolTail
 from evalkit.tasks import FINALIZERS
-from evalkit.tracking import log_metrics, metric
+from evalkit.tracking import describe_failure, display_uri, log_metrics, metric, quiet_store_logs
 
 STEP_COLUMNS = ["step", "loss", "lr", "grad_norm", "step_time_s", "loss_scale", "micro_batches", "samples",
                 "loss_calls", "sched_steps", "validated_before", "wall"]
@@ -32,7 +33,7 @@ def step_metrics(record: dict[str, Any]) -> list[Metric]:
     for i, lr in enumerate(record.get("lr", [])):
         values["train/lr" if i == 0 else f"train/lr_group{i}"] = lr
     for key, value in values.items():
-        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+        if value is not None:     # absent is None; a NaN or inf loss is a divergence, recorded as such
             out.append(metric(key, value, step, wall))
     return out
 
@@ -41,6 +42,7 @@ class Shipper:
     def __init__(self, client: MlflowClient, run_id: str, spool_dir: str, world_size: int,
                  batch_size: int = 1000, shipped_through: int = 0):
         self.client, self.run_id, self.batch_size = client, run_id, batch_size
+        self.spool_dir = spool_dir
         self.world_size = world_size
         self.tails = [SpoolTail(spool_dir, r) for r in range(world_size)]
         self.steps: list[dict] = []        # rank 0
@@ -52,7 +54,8 @@ class Shipper:
         self.shipped_through = shipped_through     # steps already in MLflow (re-shipping after an outage)
         self.sent = 0
         self.skipped = 0
-        self.last_error: str | None = None
+        self.last_error: str | None = None     # one line: the latest failure, None once a send succeeds
+        self.failures: list[str] = []          # every kind of failure seen, in order (each said once)
 
     def poll(self, final: bool = False) -> int:
         """Read what the workers appended and send it; returns the number of points sent."""
@@ -61,13 +64,21 @@ class Shipper:
                 self._take(rank, record)
         self._queue_validation(final)
         try:
-            sent = log_metrics(self.client, self.run_id, self._queue, self.batch_size)
+            with quiet_store_logs():
+                sent = log_metrics(self.client, self.run_id, self._queue, self.batch_size)
         except Exception as exc:  # noqa: BLE001 - keep the points, try again next time
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self._store_failed(exc)
             return 0
         self._queue, self.last_error = [], None
         self.sent += sent
         return sent
+
+    def _store_failed(self, exc: Exception) -> None:
+        self.last_error = describe_failure(exc)
+        if self.last_error not in self.failures:
+            self.failures.append(self.last_error)
+            print(f"[evalkit] tracking store {display_uri(self.client.tracking_uri)} failed ({self.last_error}): "
+                  f"records stay in {self.spool_dir} and sending is retried", file=sys.stderr, flush=True)
 
     def _take(self, rank: int, record: dict) -> None:
         kind = record.get("kind")

@@ -12,8 +12,19 @@ from omegaconf import DictConfig
 
 from evalkit import tracking
 from evalkit.job import PARENT_RUN_ENV, SWEEP_ID_ENV
+from evalkit.secrets import redact_override
 
 SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"   # set by a caller that wants to know the sweep id in advance
+_active: list["SweepCallback"] = []      # the sweep of this process, while it runs (for an interrupt)
+
+
+def end_active_sweep(status: str, reason: str) -> str | None:
+    """End the running sweep's parent run (an interrupted sweep: KILLED); returns its run id, if any."""
+    if not _active:
+        return None
+    sweep = _active.pop()
+    sweep.end(status, reason)
+    return sweep.parent_id
 
 
 class SweepCallback(Callback):
@@ -26,12 +37,12 @@ class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         uri = tracking.resolve_uri(config.tracking.uri)
         tracking.check_reachable(uri)
-        self.client = MlflowClient(uri)
+        self.client = tracking.open_client(uri)
         sweep_id = os.environ.get(SWEEP_NAME_ENV) or \
             f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
         tags = {"evalkit.role": "sweep", "evalkit.sweep_id": sweep_id,
                 "evalkit.sweep_dir": os.path.abspath(config.hydra.sweep.dir),
-                "evalkit.overrides": " ".join(config.hydra.overrides.task)[:5000]}
+                "evalkit.overrides": " ".join(redact_override(o) for o in config.hydra.overrides.task)[:5000]}
         adopted = os.environ.pop("MLFLOW_RUN_ID", None)
         if adopted:   # `mlflow run -e sweep` created the run: it becomes the parent
             self.parent_id = adopted
@@ -41,6 +52,7 @@ class SweepCallback(Callback):
             self.parent_id = self.client.create_run(exp, run_name=f"sweep-{sweep_id}", tags=tags).info.run_id
         os.environ[PARENT_RUN_ENV] = self.parent_id
         os.environ[SWEEP_ID_ENV] = sweep_id
+        _active.append(self)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if self.parent_id is None:
@@ -53,7 +65,13 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is None:
             return
-        tracking.set_tags(self.client, self.parent_id, {"evalkit.jobs": self.jobs, "evalkit.jobs_failed": self.failed})
-        self.client.set_terminated(self.parent_id, "FAILED" if self.failed else "FINISHED")
+        if self in _active:
+            _active.remove(self)
+        self.end("FAILED" if self.failed else "FINISHED")
+
+    def end(self, status: str, reason: str | None = None) -> None:
+        tags = {"evalkit.jobs": self.jobs, "evalkit.jobs_failed": self.failed, "evalkit.failure_reason": reason}
+        tracking.set_tags(self.client, self.parent_id, tags)
+        self.client.set_terminated(self.parent_id, status)
         os.environ.pop(PARENT_RUN_ENV, None)
         os.environ.pop(SWEEP_ID_ENV, None)

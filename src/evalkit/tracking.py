@@ -1,22 +1,37 @@
 """MLflow plumbing: where the store is, whether it answers, and batched writes within MLflow's limits."""
 from __future__ import annotations
 
+import base64
+import contextlib
+import fcntl
+import http.client
+import json
+import logging
 import os
+import re
+import ssl
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from evalkit.secrets import REDACTED, is_secret_key
+from evalkit.secrets import redact
+from evalkit.writable import write_problem
 
 DEFAULT_URI_ENV = "EVALKIT_DEFAULT_TRACKING_URI"
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_VALUE = 6000
 MAX_TAG_VALUE = 5000
+# The password of a `scheme://user:password@host` URI, up to the last `@` of the authority.
+URI_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^/\s]*@")
+MLFLOW_API_PROBE = "/api/2.0/mlflow/experiments/search?max_results=1"
+STORE_FIX = "fix tracking.uri / MLFLOW_TRACKING_URI, or unset both to use the local store ./mlflow.db"
 
 
 class TrackingUnavailable(RuntimeError):
@@ -32,23 +47,182 @@ def fix_default_uri(launch_dir: str | None = None) -> str:
 
 
 def resolve_uri(configured: str | None) -> str:
-    """MLFLOW_TRACKING_URI wins, then tracking.uri, then the local SQLite store in the launch directory."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or configured or fix_default_uri()
+    """The store a job records into: tracking.uri when set (an explicit choice, also on the command line),
+    then MLFLOW_TRACKING_URI, then the local SQLite store in the launch directory."""
+    return configured or os.environ.get("MLFLOW_TRACKING_URI") or fix_default_uri()
+
+
+def display_uri(text: str) -> str:
+    """`text` (a URI, or a message quoting one) with the password of every `scheme://user:password@host` masked
+    as `user:***@host`: the only form of a URI evalkit prints or records."""
+    return URI_PASSWORD.sub(r"\g<head>***@", str(text))
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
-    if not uri.startswith(("http://", "https://")):
-        return
+    """Refuse, before anything is recorded, a store this job could not record into: raises TrackingUnavailable
+    with one line naming the URI (password masked) and the fix. Checked: a server that is down, is not MLflow
+    or rejects the credentials; a SQLite file or folder that takes no writes; a scheme MLflow does not know
+    and a plain path (MLflow's retired file store). Other database URIs are left to MLflow."""
+    scheme = urlsplit(uri).scheme.lower()
+    if scheme in ("http", "https"):
+        _check_server(uri, timeout_s)
+    elif scheme == "sqlite":
+        _check_sqlite_writable(uri)
+    elif not scheme.startswith(("postgresql", "mysql", "mssql")):   # building those stores connects: MLflow's job
+        _check_store_opens(uri, scheme)
+
+
+def _check_server(uri: str, timeout_s: float) -> None:
+    """`/health` answers 200 and an MLflow API call a JSON object, with the credentials MLflow would send."""
+    base, headers = _without_credentials(uri)
+    for path in ("/health", MLFLOW_API_PROBE):
+        try:
+            status, body = _http_get(base + path, headers, timeout_s)
+        except urllib.error.HTTPError as exc:
+            status, body = exc.code, b""
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+            raise TrackingUnavailable(
+                f"MLflow tracking server {display_uri(uri)} is unreachable "
+                f"({display_uri(getattr(exc, 'reason', exc))}): start it (mlflow server ...), {STORE_FIX}") from None
+        if status in (401, 403):
+            raise TrackingUnavailable(
+                f"MLflow tracking server {display_uri(uri)} refused the credentials (GET {path}: HTTP {status}): set "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or user:password@ in the URI) to an "
+                "account of that server")
+        if status != 200 or (path == MLFLOW_API_PROBE and not _is_json_object(body)):
+            answer = f"HTTP {status}" if status != 200 else "not an MLflow answer"
+            raise TrackingUnavailable(
+                f"{display_uri(uri)} answers but is not an MLflow tracking server (GET {path.split('?')[0]}: "
+                f"{answer}): point tracking.uri / MLFLOW_TRACKING_URI at the address `mlflow server` listens on")
+
+
+def _without_credentials(uri: str) -> tuple[str, dict[str, str]]:
+    """The URI without `user:password@` (urllib would take it for part of the host name), and the
+    Authorization header MLflow would send: MLFLOW_TRACKING_USERNAME/PASSWORD, else the URI's user and
+    password, else MLFLOW_TRACKING_TOKEN."""
+    parts = urlsplit(uri)
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if not (user and password) and parts.username is not None:
+        user, password = unquote(parts.username), unquote(parts.password or "")
+    headers = {}
+    if user and password:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", "")), headers
+
+
+def _http_get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, bytes]:
+    """GET with the TLS settings MLflow honours (MLFLOW_TRACKING_SERVER_CERT_PATH, MLFLOW_TRACKING_INSECURE_TLS)."""
+    context = ssl.create_default_context(cafile=os.environ.get("MLFLOW_TRACKING_SERVER_CERT_PATH") or None)
+    if os.environ.get("MLFLOW_TRACKING_INSECURE_TLS", "").lower() == "true":
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
+        return response.status, response.read(1 << 16)
+
+
+def _is_json_object(body: bytes) -> bool:
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
-            if response.status == 200:
-                return
-            problem = f"HTTP {response.status}"
-    except (urllib.error.URLError, OSError) as exc:
-        problem = str(getattr(exc, "reason", exc))
-    raise TrackingUnavailable(
-        f"MLflow tracking server {uri} is unreachable ({problem}): start it (mlflow server ...), fix "
-        f"tracking.uri / MLFLOW_TRACKING_URI, or unset both to use the local store ./mlflow.db")
+        return isinstance(json.loads(body), dict)
+    except ValueError:
+        return False
+
+
+def _check_sqlite_writable(uri: str) -> None:
+    """SQLite writes the database file and, beside it, its journal: both the file and its folder must take
+    writes (a folder that does not exist yet is created in the nearest existing one)."""
+    path = sqlite_path(uri)
+    if path is None:
+        return
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    problem = write_problem(folder)
+    if problem is None and os.path.isfile(path):
+        try:
+            open(path, "r+b").close()
+        except OSError as exc:
+            problem = f"{path}: {exc.strerror or exc}"
+    if problem:
+        raise TrackingUnavailable(
+            f"the tracking store {display_uri(uri)} takes no writes ({problem}; SQLite writes the file and its "
+            f"journal beside it): make {folder} and the file writable, or {STORE_FIX}")
+
+
+def _check_store_opens(uri: str, scheme: str) -> None:
+    """Build MLflow's store for the URI (no connection for these schemes): an unknown scheme, or a plain path
+    (MLflow's file store, refused by MLflow 3 unless MLFLOW_ALLOW_FILE_STORE=true), fails here."""
+    from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
+
+    try:
+        MlflowClient(uri)
+    except UnsupportedModelRegistryStoreURIException:
+        raise TrackingUnavailable(
+            f"tracking URI {display_uri(uri)}: MLflow knows no store of scheme '{scheme}': use "
+            f"sqlite:///<folder>/mlflow.db or http(s)://<host>:<port> of an MLflow server, or unset tracking.uri / "
+            f"MLFLOW_TRACKING_URI to use the local store ./mlflow.db") from None
+    except Exception as exc:  # noqa: BLE001 - MLflow raises many types for a store it cannot build
+        if scheme in ("", "file"):
+            path = os.path.abspath(urlsplit(uri).path if scheme == "file" else uri)
+            database = path if path.endswith((".db", ".sqlite")) else os.path.join(path, "mlflow.db")
+            detail = f" ({describe_failure(exc)})" if os.environ.get("MLFLOW_ALLOW_FILE_STORE") else ""
+            raise TrackingUnavailable(
+                f"tracking URI {display_uri(uri)} is a plain path, which MLflow takes for its retired file store "
+                f"and refuses{detail}: use a SQLite store there, tracking.uri=sqlite:///{database}") from None
+        raise TrackingUnavailable(
+            f"cannot open the tracking store {display_uri(uri)} ({describe_failure(exc)}): {STORE_FIX}") from None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed store call, from its root cause (`OperationalError: attempt to write a readonly
+    database`, `ConnectionRefusedError: [Errno 111] Connection refused`), passwords masked."""
+    root, seen = exc, {id(exc)}
+    while True:
+        nxt = root.__cause__ or (None if root.__suppress_context__ else root.__context__)
+        if nxt is None or id(nxt) in seen:
+            break
+        root = nxt
+        seen.add(id(root))
+    lines = [line.strip() for line in str(root).splitlines() if line.strip()]
+    return display_uri(f"{type(root).__name__}: {lines[0] if lines else ''}")[:300]
+
+
+class PasswordMask(logging.Filter):
+    """Mask URI passwords in the records of a logger (`display_uri`), also where Hydra prints an override
+    with its `:` escaped (`tracking.uri=http\\://bob\\:pw@host`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        masked = display_uri(text.replace("\\:", ":"))
+        if masked != text.replace("\\:", ":"):
+            record.msg, record.args = masked, None
+        return True
+
+
+def mask_passwords_in_log(*loggers: str) -> None:
+    """Install `PasswordMask` on these loggers (Hydra's launcher logs every job's overrides, the tracking
+    URI included)."""
+    for name in loggers:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, PasswordMask) for f in logger.filters):
+            logger.addFilter(PasswordMask())
+
+
+@contextlib.contextmanager
+def quiet_store_logs() -> Iterator[None]:
+    """Silence MLflow's and urllib3's own logging for the calls inside: a failing write would log a full
+    SQLAlchemy traceback (or a retry warning) each time the shipper retries, hundreds of lines, while
+    evalkit reports each kind of failure once, in one line."""
+    loggers = [logging.getLogger(name) for name in ("mlflow", "urllib3")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def experiment_id(client: MlflowClient, name: str) -> str:
@@ -58,21 +232,32 @@ def experiment_id(client: MlflowClient, name: str) -> str:
             client.restore_experiment(found.experiment_id)
         return found.experiment_id
     try:
-        return client.create_experiment(name)
+        return client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri, name))
     except Exception:  # noqa: BLE001 - a parallel job created it first
         return client.get_experiment_by_name(name).experiment_id
 
 
+def artifact_location(uri: str, experiment: str) -> str | None:
+    """Where a new experiment of a SQLite store keeps its artifacts: beside the database, in
+    `<store folder>/mlruns/<experiment>`. MLflow's default is ./mlruns of whatever directory the first job was
+    launched from (so a store set elsewhere still wrote into a read-only launch directory). None for other
+    stores: their own default."""
+    path = sqlite_path(uri)
+    if path is None:
+        return None
+    return Path(os.path.abspath(path)).parent.joinpath("mlruns", quote(experiment, safe="")).as_uri()
+
+
 def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
-    """Dotted keys for nested dicts; values rendered as strings, credential-like keys redacted."""
+    """Dotted keys for nested dicts; values rendered as strings, secrets redacted (`evalkit.secrets.redact`:
+    credential-like keys, and credential-shaped values also inside lists)."""
     if isinstance(tree, dict):
         out: dict[str, str] = {}
         for key, value in tree.items():
             out.update(flatten(value, f"{prefix}{key}."))
         return out
     key = prefix[:-1]
-    value = REDACTED if is_secret_key(key) and tree not in (None, "") else tree
-    return {key[:250]: str(value)[:MAX_PARAM_VALUE]}
+    return {key[:250]: str(redact(tree, key))[:MAX_PARAM_VALUE]}
 
 
 def log_params(client: MlflowClient, run_id: str, params: dict[str, str]) -> None:
@@ -99,3 +284,35 @@ def log_metrics(client: MlflowClient, run_id: str, metrics: Iterable[Metric],
     for i in range(0, len(items), batch_size):
         client.log_batch(run_id, metrics=items[i:i + batch_size])
     return len(items)
+
+
+def open_client(uri: str, attempts: int = 5) -> MlflowClient:
+    """A client whose store exists. A new SQLite store is created (MlflowClient runs its schema migrations)
+    under an exclusive lock on the database file, so jobs started together in a fresh directory do not
+    migrate it twice. A store that could not be recorded into is refused first (`check_reachable`)."""
+    check_reachable(uri)
+    path = sqlite_path(uri)
+    if path is None:
+        return MlflowClient(uri)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    # flock is independent of the POSIX record locks SQLite itself takes on the same file.
+    with open(path, "ab") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            for attempt in range(attempts):
+                try:
+                    return MlflowClient(uri)
+                except Exception:  # noqa: BLE001 - a store another process left half-created: retry
+                    if attempt == attempts - 1:
+                        raise
+                    time.sleep(0.5 * (attempt + 1))
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    raise AssertionError("unreachable")
+
+
+def sqlite_path(uri: str) -> str | None:
+    """The database file of a `sqlite:///...` URI, or None for any other store."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return uri[len("sqlite:///"):].split("?", 1)[0] or None

@@ -11,7 +11,10 @@ import contextlib
 import json
 import os
 import random
+import signal
 import sys
+import threading
+import time
 import traceback
 from typing import Any
 
@@ -21,12 +24,15 @@ from hydra.utils import get_class, get_method
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit.contract import Adapter, AdapterUnavailable, Precision, TrainJob
+from evalkit.installs import install_command
 from evalkit.observe import Observer
 from evalkit.optim import make_optimizer, make_scheduler
+from evalkit.secrets import redact
 from evalkit.spool import SpoolWriter
 from evalkit.tasks import Task
 
 JOB_FILE = "job.json"
+CONTROLLER_PID_ENV = "EVALKIT_CONTROLLER_PID"   # set by the controller's launcher: workers die with it
 
 
 def resolve_device(hardware: str, local_rank: int) -> torch.device:
@@ -61,10 +67,43 @@ def load_adapter(trainer: DictConfig) -> Adapter:
         missing = _missing_module(exc)
         if missing and trainer.extra:
             raise AdapterUnavailable(
-                f"trainer '{trainer.name}' needs the '{missing}' package: "
-                f"pip install -e '.[{trainer.extra}]'") from exc
+                f"trainer '{trainer.name}' needs the '{missing}' package: {install_command(trainer.extra)}") from exc
         raise
+    problem = not_an_adapter(cls, trainer._target_)
+    if problem:
+        raise NotAnAdapter(problem)
     return cls(mode=trainer.mode, options=OmegaConf.to_container(trainer.options, resolve=True))
+
+
+class NotAnAdapter(TypeError):
+    """`trainer._target_` names a class without the `Adapter` methods (the message names what is missing)."""
+
+
+ADAPTER_METHODS = ("versions", "fit", "effective_config")
+
+
+def not_an_adapter(cls: Any, target: str) -> str | None:
+    """Why the class `trainer._target_` names is not an adapter (checked before constructing it), or None."""
+    missing = [name for name in ADAPTER_METHODS if not callable(getattr(cls, name, None))]
+    if not missing:
+        return None
+    return (f"trainer._target_={target} is not an evalkit adapter: {getattr(cls, '__qualname__', cls)} has no "
+            f"{', '.join(m + '()' for m in missing)}; point trainer._target_ at a class with versions(), fit(job) "
+            "and effective_config() (the Adapter protocol in evalkit/contract.py)")
+
+
+def adapter_class_problem(target: str) -> str | None:
+    """`not_an_adapter` for the controller, before any worker starts, only where importing `target` there
+    cannot import a wrapper: its module is already imported or belongs to the standard library. Any other
+    class (adapters/, a third party's package) is checked by the worker, in `load_adapter`."""
+    module = target.rpartition(".")[0]
+    if not module or (module not in sys.modules and module.split(".")[0] not in sys.stdlib_module_names):
+        return None
+    try:
+        cls = get_class(target)
+    except Exception:  # noqa: BLE001 - the worker reports an import failure with its cause
+        return None
+    return not_an_adapter(cls, target)
 
 
 def _missing_module(exc: BaseException | None) -> str | None:
@@ -111,13 +150,14 @@ def run(job_dir: str) -> int:
         task = build_task(cfg)
         if rank == 0:
             spool.write_json("task.json", {"metric": task.metric.name,
-                                           "higher_is_better": task.metric.higher_is_better})
+                                           "higher_is_better": task.metric.higher_is_better,
+                                           "scale": task.metric.scale})
         observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
                             sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params).attach()
         adapter.fit(make_job(cfg, task, device, spec))
         spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **observer.finish()})
         if rank == 0:
-            spool.write_json("effective_config.json", adapter.effective_config())
+            spool.write_json("effective_config.json", redact(adapter.effective_config()))
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported by exit code
         if observer is not None:
@@ -125,7 +165,7 @@ def run(job_dir: str) -> int:
                 observer.flush()
         spool.flush()
         with open(os.path.join(spec["spool_dir"], f"error_rank{rank}.txt"), "w") as fh:
-            fh.write(f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}")
+            fh.write(f"{error_summary(exc)}\n\n{traceback.format_exc()}")
         traceback.print_exc()
         return 3 if isinstance(exc, AdapterUnavailable) else 1
     finally:
@@ -134,5 +174,42 @@ def run(job_dir: str) -> int:
             torch.distributed.destroy_process_group()
 
 
+def error_summary(exc: BaseException, limit: int = 600) -> str:
+    """One line: the error and, when its message does not already say it, the root cause it came from
+    (`ImportError: Error loading 'x.Adapter': ... No module named 'x'`)."""
+    text = f"{type(exc).__name__}: {exc}"
+    root, seen = exc, {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        root = nxt
+        seen.add(id(root))
+    if root is not exc and str(root) and str(root) not in text:
+        text += f" (caused by {type(root).__name__}: {root})"
+    return " ".join(text.split())[:limit]
+
+
+def die_with_controller() -> None:
+    """End this worker when the controller that started it dies, even by SIGKILL: an orphan would train
+    on unsupervised while its run stays RUNNING. Linux: the kernel's parent-death signal; elsewhere a
+    thread watching the parent's pid."""
+    expected = int(os.environ.get(CONTROLLER_PID_ENV, "0") or 0)
+    if not expected:
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    else:
+        def watch() -> None:
+            while os.getppid() == expected:
+                time.sleep(1.0)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=watch, name="evalkit-controller-watch", daemon=True).start()
+    if os.getppid() != expected:      # the controller died before the signal was armed
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 if __name__ == "__main__":
+    die_with_controller()
     sys.exit(run(sys.argv[1]))

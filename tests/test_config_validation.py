@@ -1,0 +1,263 @@
+"""What Hydra's types let through is refused before anything is recorded (issue 8, items 4, 14, 15, 20, 22, 24).
+
+Unit tests compose real configs with Hydra's compose API (no process); one real `evalkit` process per
+refusal kind and one `evalkit-eval` process show the user-facing behaviour end to end.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+from conftest import job_runs, run_evalkit
+from hydra import compose, initialize_config_module
+
+from evalkit import installs, quick
+from evalkit.config import RANGES, SEED_LIMIT, EvalkitConfig, config_warnings, register_configs, validate
+
+register_configs()
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["train.max_steps=2", "task.n_train=64", "task.n_val=32", "train.val_every=0"]
+
+
+def _compose(*overrides: str):
+    with initialize_config_module("evalkit.conf", version_base=None):
+        return compose("config", overrides=list(overrides))
+
+
+def problems(*overrides: str) -> list[str]:
+    return validate(_compose(*overrides))
+
+
+# ------------------------------------------------------------------ item 4 and 20: ranges
+def test_the_bundled_configs_are_valid():
+    for group, names in (("trainer", ("baseline", "lightning", "fabric", "accelerate", "hf_trainer", "ignite")),
+                         ("task", ("mlp_regression", "cnn_classification", "tiny_lm")),
+                         ("precision", ("fp32", "bf16_mixed", "fp16_mixed")), ("hardware", ("cpu", "cuda", "auto")),
+                         ("distributed", ("none", "ddp")), ("tracking", ("local", "server"))):
+        for name in names:
+            assert problems(f"{group}={name}") == [], f"{group}={name}"
+
+
+def test_flipped_gradient_and_negative_warmup_are_refused_with_key_value_range_and_fix():
+    found = problems("train.grad_clip=-1", "train.warmup_steps=-5")
+    assert found == [
+        "train.warmup_steps=-5 is out of range (allowed: >= 0): set it within that range, e.g. train.warmup_steps=5",
+        "train.grad_clip=-1.0 is out of range (allowed: null or > 0): set it within that range, e.g. "
+        "train.grad_clip=1.0"]
+
+
+@pytest.mark.parametrize("override,allowed", [
+    ("train.lr=0", "> 0"), ("train.lr=nan", "> 0"), ("tracking.flush_interval_s=inf", "> 0"),
+    ("train.weight_decay=-0.1", ">= 0"),
+    ("train.momentum=1", "in [0, 1)"), ("train.betas=[0.9,1.0]", "2 values, each in [0, 1)"),
+    ("train.betas=[0.9]", "2 values, each in [0, 1)"), ("train.min_lr_ratio=1.5", "in [0, 1]"),
+    ("train.batch_size=0", ">= 1"), ("train.grad_accum=0", ">= 1"), ("train.grad_clip=0", "null or > 0"),
+    ("train.max_steps=0", ">= 1"), ("train.val_every=-1", ">= 0"), ("train.ckpt_every=-1", ">= 0"),
+    ("train.num_workers=-1", ">= 0"), ("task.n_train=0", ">= 1"), ("task.n_val=0", ">= 1"),
+    ("task.hidden=0", ">= 1"), ("task.depth=0", ">= 1"), ("task.in_dim=0", ">= 1"), ("task.n_heads=0", ">= 1"),
+    ("task.noise=-0.5", ">= 0"), ("task.metric_margin=0", "> 0"), ("hardware.threads=-1", ">= 0"),
+    ("distributed.world_size=0", ">= 1"), ("distributed.timeout_s=0", ">= 1"),
+    ("tracking.flush_interval_s=0", "> 0"), ("tracking.batch_size=1001", "in [1, 1000]"),
+    ("tracking.batch_size=0", "in [1, 1000]"), ("tracking.progress_interval_s=-1", "> 0"),
+    ("observe.warmup_steps=-1", ">= 0"), ("seed=-1", "in [0, 2**32)"), ("repeat=-1", "in [0, 2**63)"),
+])
+def test_each_out_of_range_value_is_one_message_naming_it(override, allowed):
+    key, value = override.split("=")
+    (message,) = problems(override)
+    assert message.startswith(f"{key}=") and f"(allowed: {allowed})" in message and f"e.g. {key}=" in message
+    assert value.strip("[]").split(",")[-1] in message
+
+
+def test_the_edges_of_each_range_are_accepted():
+    assert problems("train.grad_clip=null", "train.momentum=0", "train.min_lr_ratio=1", "train.warmup_steps=0",
+                    "train.val_every=0", "tracking.batch_size=1000", "tracking.batch_size=1", "task.noise=0",
+                    f"seed={SEED_LIMIT - 1}", "hardware.threads=0", "observe.warmup_steps=0") == []
+
+
+def test_a_huge_seed_and_an_empty_training_set_name_the_setting():    # item 20
+    assert problems(f"seed={2**63}") == [f"seed={2**63} is out of range (allowed: in [0, 2**32)): set it within "
+                                         "that range, e.g. seed=0"]
+    assert problems("task.n_train=0") == ["task.n_train=0 is out of range (allowed: >= 1): set it within that "
+                                          "range, e.g. task.n_train=1024"]
+
+
+def _numeric_fields(schema: type, prefix: str = "") -> list[str]:
+    out = []
+    for name, kind in typing.get_type_hints(schema).items():
+        if dataclasses.is_dataclass(kind):
+            out += _numeric_fields(kind, f"{prefix}{name}.")
+        elif kind in (int, float, typing.Optional[int], typing.Optional[float], list[float], list[int]):
+            out.append(f"{prefix}{name}")
+    return out
+
+
+def test_every_numeric_setting_of_the_schema_has_a_range():
+    fields = _numeric_fields(EvalkitConfig)
+    assert "train.grad_clip" in fields and "task.n_train" in fields and "seed" in fields
+    assert sorted(fields) == sorted(RANGES)
+
+
+@pytest.mark.parametrize("override,message", [
+    ("train.optimizer=adamx", "train.optimizer=adamx is not one of adamw, adam, sgd: did you mean "
+                              "train.optimizer=adam"),
+    ("train.schedule=cosin", "train.schedule=cosin is not one of constant, linear, cosine: did you mean "
+                             "train.schedule=cosine?"),
+    ("trainer.mode=default", "trainer.mode=default is not one of aligned, defaults: did you mean "
+                             "trainer.mode=defaults?"),
+    ("precision.name=bf16", "precision.name=bf16 is not one of fp32, bf16_mixed, fp16_mixed: choose with the group "
+                            "instead: precision=fp32|bf16_mixed|fp16_mixed"),
+    ("hardware.device=gpu", "hardware.device=gpu is not one of cpu, cuda, auto: choose with the group instead: "
+                            "hardware=cpu|cuda|auto"),
+])
+def test_a_value_outside_its_choices_is_refused(override, message):
+    (found,) = problems(override)
+    assert found.startswith(message)
+
+
+def test_a_batch_larger_than_the_training_set_is_left_to_the_run():
+    # A third-party task need not have task.n_train samples: the worker checks the real dataset and the
+    # run fails with "lower train.batch_size" (tests/test_failures_and_tracking.py).
+    assert problems("train.batch_size=4096", "task.n_train=256") == []
+
+
+# ------------------------------------------------------------------ item 14: unknown keys
+def test_a_key_added_with_plus_is_refused_with_the_closest_valid_key():
+    assert problems("+train.max_step=5") == [
+        "train.max_step is not a setting (evalkit would ignore it): did you mean train.max_steps?"]
+    (top,) = problems("+sed=3")
+    assert top.startswith("sed is not a setting") and "did you mean seed?" in top
+    (far,) = problems("+observe.zzzz=1")
+    assert "observe has sample_ids, params, warmup_steps" in far
+
+
+def test_free_form_dicts_keep_accepting_new_keys():
+    assert problems("+trainer.options.enable_progress_bar=true", "+task.extra.root=/data") == []
+
+
+# ------------------------------------------------------------------ item 22: warnings
+def test_a_warmup_covering_every_step_is_a_warning_not_an_error():
+    cfg = _compose("train.max_steps=5")           # the 5-step smoke run with the default warm-up of 5
+    assert validate(cfg) == []
+    (warning,) = config_warnings(cfg)
+    assert warning.startswith("observe.warmup_steps=5 >= train.max_steps=5") and "no throughput" in warning
+    assert "observe.warmup_steps=0" in warning
+    assert config_warnings(_compose("train.max_steps=6")) == []
+
+
+@pytest.mark.slow
+def test_the_warning_is_recorded_as_a_tag(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from evalkit.job import Controller
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ctl = Controller(_compose("train.max_steps=3", "observe.warmup_steps=3"), str(tmp_path / "run"), uri=uri)
+    run = MlflowClient(uri).get_run(ctl.start_run())
+    assert run.data.tags["evalkit.config_warnings"].startswith("observe.warmup_steps=3 >= train.max_steps=3")
+
+
+# ------------------------------------------------------------------ item 15: evalkit-eval checks first
+def test_eval_refuses_zero_seeds_and_unknown_scenarios_before_anything(capsys):
+    assert quick.main(["--seeds", "0"]) == 2
+    assert "evalkit-eval: --seeds 0: each arm needs at least one seed" in capsys.readouterr().err
+    assert quick.main(["--scenario", "nosuch"]) == 2
+    assert "--scenario 'nosuch' unknown; choose from balanced, platform, research" in capsys.readouterr().err
+
+
+def test_eval_composes_every_job_and_validates_it():
+    def check(*extra):
+        return quick.job_problems(quick.sweep_overrides(["baseline", "lightning"], [4], list(extra)))
+
+    assert check() == [] and check("precision=fp32,bf16_mixed") == []
+    assert check("train.max_stepz=3") == ["bad override: train.max_stepz is not a setting: did you mean "
+                                          "train.max_steps?"]
+    assert check("train.grad_clip=-1") == ["invalid config: train.grad_clip=-1.0 is out of range (allowed: null "
+                                           "or > 0): set it within that range, e.g. train.grad_clip=1.0"]
+    assert check("precision=fp32,fp8")[0].startswith("bad override: In 'config': Could not find 'precision/fp8'")
+    assert check("train.lr=[1")[0].startswith("bad override: ")
+    assert check("+train.max_step=5") == ["invalid config: train.max_step is not a setting (evalkit would ignore "
+                                          "it): did you mean train.max_steps?"]
+
+
+def test_eval_stops_when_the_sweep_fails_before_any_job_is_recorded(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("EVALKIT_DEFAULT_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setattr(quick.subprocess, "run", lambda command, env: subprocess.CompletedProcess(command, 1))
+    assert quick.main(["--trainers", "baseline", "--seeds", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "evalkit-eval: the training sweep failed before any job was recorded (exit code 1" in err
+    assert "training done" not in err and not (tmp_path / "mlflow.db").exists()
+
+
+# ------------------------------------------------------------------ item 24: install hints
+@pytest.mark.parametrize("direct_url", [None, json.dumps({"url": "file:///tmp/evalkit-0.1.0-py3-none-any.whl",
+                                                          "archive_info": {}}),
+                                        json.dumps({"url": "file:///somewhere/else", "dir_info": {"editable": True}})])
+def test_a_wheel_install_is_told_to_install_the_extra_from_the_index(monkeypatch, direct_url):
+    monkeypatch.setattr(installs, "_direct_urls", lambda: iter([direct_url]))
+    assert installs.install_command("lightning") == "pip install 'evalkit[lightning]'"
+
+
+def test_an_editable_install_is_told_its_checkout(monkeypatch):
+    checkout = Path(installs.__file__).resolve().parents[2]
+    editable = json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}})
+    monkeypatch.setattr(installs, "_direct_urls", lambda: iter([None, editable]))
+    assert installs.install_command("lightning") == f"pip install -e '{checkout}[lightning]'"
+
+
+def test_every_hint_uses_the_same_command(monkeypatch):
+    from evalkit.contract import AdapterUnavailable, require
+
+    monkeypatch.setattr(installs, "_direct_urls", lambda: iter([None]))
+    with pytest.raises(AdapterUnavailable) as info:
+        require("no_such_wrapper_pkg", "nosuch")
+    assert str(info.value) == ("the 'no_such_wrapper_pkg' package is not installed: install it with "
+                               "pip install 'evalkit[nosuch]'")
+
+
+# ------------------------------------------------------------------ real processes
+def _job_runs_or_none(workdir):
+    return job_runs(workdir)[1] if (workdir / "mlflow.db").exists() else []
+
+
+@pytest.mark.slow
+def test_an_invalid_job_records_nothing_and_the_sweep_goes_on(workdir):    # item 4
+    proc = run_evalkit(workdir, "train.grad_clip=-1,1.0", *TINY, multirun=True)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert ("evalkit: invalid config: train.grad_clip=-1.0 is out of range (allowed: null or > 0)"
+            in proc.stderr)
+    runs = _job_runs_or_none(workdir)
+    jobs = [r for r in runs if r.data.tags.get("evalkit.role") == "job"]
+    assert [(r.data.params["train.grad_clip"], r.info.status) for r in jobs] == [("1.0", "FINISHED")]
+    parent = next(r for r in runs if r.data.tags.get("evalkit.role") == "sweep")
+    assert parent.data.tags["evalkit.jobs_failed"] == "1"
+
+
+@pytest.mark.slow
+def test_a_key_added_with_plus_fails_before_anything_is_recorded(workdir):    # item 14
+    proc = run_evalkit(workdir, "+train.max_step=5", *TINY)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert ("evalkit: invalid config: train.max_step is not a setting (evalkit would ignore it): did you mean "
+            "train.max_steps?") in proc.stderr
+    assert _job_runs_or_none(workdir) == []
+
+
+@pytest.mark.slow
+def test_eval_stops_at_a_bad_override_before_training(workdir):    # item 15
+    script = os.path.join(os.path.dirname(sys.executable), "evalkit-eval")
+    command = [script] if os.path.exists(script) else [sys.executable, "-m", "evalkit.quick"]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.run([*command, "--trainers", "baseline", "--seeds", "2", "--", "train.max_stepz=3"],
+                          cwd=workdir, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2
+    assert "evalkit-eval: bad override: train.max_stepz is not a setting: did you mean train.max_steps?" in proc.stderr
+    assert "training done" not in proc.stderr and "judging" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (workdir / "mlflow.db").exists() and not (workdir / "multirun").exists()

@@ -1,0 +1,267 @@
+"""Which store a job records into, and one line (never a traceback, never a password) when that store is
+unusable: at start, mid-run, for `evalkit-ship`, and for a launch or report folder that takes no files.
+
+Read-only folders are made with chmod; root ignores permission bits, so as root the command runs under
+`unshare --user` (a user namespace without privileges, where the bits bind as for anyone else).
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import conftest
+import pytest
+from conftest import EVALKIT, job_runs, run_evalkit
+
+from evalkit import tracking
+from evalkit.launch import free_port
+
+TINY = ["train.max_steps=2", "task.n_train=64", "task.n_val=32", "train.val_every=0", "observe.warmup_steps=0"]
+BIN = os.path.dirname(sys.executable)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, *expected: str) -> str:
+    """The process failed with one message line holding every `expected` text, and no traceback."""
+    assert proc.returncode != 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if all(text in line for text in expected)]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.fixture
+def unprivileged(monkeypatch) -> list[str]:
+    """The command prefix under which chmod binds; `evalkit` run through `run_evalkit` gets it too."""
+    if os.geteuid() != 0:
+        return []
+    if subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode != 0:
+        pytest.skip("running as root without user namespaces: read-only folders cannot be made")
+    monkeypatch.setattr(conftest, "EVALKIT", ["unshare", "--user", *EVALKIT])
+    return ["unshare", "--user"]
+
+
+def _read_only(*paths) -> None:
+    for path in paths:
+        os.chmod(path, stat.S_IRUSR | stat.S_IXUSR if os.path.isdir(path) else stat.S_IRUSR)
+
+
+def _writable_again(*paths) -> None:   # so that pytest can remove tmp_path
+    for path in paths:
+        os.chmod(path, stat.S_IRWXU)
+
+
+@pytest.fixture(scope="module")
+def recorded_job(tmp_path_factory):
+    """One finished job launched with MLFLOW_TRACKING_URI=env.db and tracking.uri=cfg.db on the command line:
+    (workdir, completed process)."""
+    workdir = tmp_path_factory.mktemp("job")
+    proc = run_evalkit(workdir, *TINY, "hydra.run.dir=run", f"tracking.uri=sqlite:///{workdir}/cfg.db",
+                       env={"MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/env.db"})
+    return workdir, proc
+
+
+# --- item 8 -------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_command_line_tracking_uri_beats_the_environment_and_is_the_recorded_param(recorded_job):
+    workdir, proc = recorded_job
+    conftest.ok(proc)
+    assert not (workdir / "env.db").exists()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{workdir}/cfg.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("evalkit").experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["tracking.uri"] == f"sqlite:///{workdir}/cfg.db"
+
+
+def test_resolve_uri_order(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////env.db")
+    assert tracking.resolve_uri("sqlite:////cfg.db") == "sqlite:////cfg.db"
+    assert tracking.resolve_uri(None) == "sqlite:////env.db"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    monkeypatch.setenv(tracking.DEFAULT_URI_ENV, "sqlite:////launch/mlflow.db")
+    assert tracking.resolve_uri(None) == "sqlite:////launch/mlflow.db"
+
+
+# --- item 9 -------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_ship_to_an_unreachable_or_wrong_store_is_one_line_at_once(recorded_job):
+    workdir, proc = recorded_job
+    conftest.ok(proc)
+    started = time.monotonic()
+    proc = subprocess.run([os.path.join(BIN, "evalkit-ship"), str(workdir / "run"),
+                           "--tracking-uri", f"http://127.0.0.1:{free_port()}"], capture_output=True, text=True,
+                          timeout=120)
+    assert time.monotonic() - started < 60          # was 250 s of MLflow retries, then a traceback
+    _one_line_error(proc, "is unreachable", "start it")
+    from evalkit.reship import reship
+
+    with pytest.raises(tracking.TrackingUnavailable, match="cannot read run .*give --tracking-uri the store") as err:
+        reship(str(workdir / "run"), f"sqlite:///{workdir}/other.db")
+    assert f"the job recorded into sqlite:///{workdir}/cfg.db" in str(err.value)
+
+
+# --- item 11 ------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_unusable_tracking_uris_are_one_line_before_training(tmp_path, unprivileged):
+    not_mlflow = subprocess.Popen([sys.executable, "-m", "http.server", str(port := free_port()),
+                                   "--bind", "127.0.0.1"], cwd=tmp_path,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (tmp_path / "ro").mkdir()
+    _read_only(tmp_path / "ro")
+    cases = {
+        "foo://bar": ("MLflow knows no store of scheme 'foo'", "sqlite:///"),
+        f"http://bob:s3cret@127.0.0.1:{port}": ("bob:***@", "is not an MLflow tracking server", "GET /health"),
+        f"sqlite:///{tmp_path}/ro/mlflow.db": ("takes no writes", f"{tmp_path}/ro: Permission denied"),
+    }
+    try:
+        time.sleep(0.5)   # the http.server's socket
+        for uri, expected in cases.items():
+            proc = run_evalkit(tmp_path, *TINY, f"tracking.uri={uri}", "hydra.run.dir=run")
+            _one_line_error(proc, *expected)
+            assert "s3cret" not in proc.stderr + proc.stdout
+            assert not (tmp_path / "run" / "spool").exists()      # refused before anything trained
+    finally:
+        not_mlflow.kill()
+        _writable_again(tmp_path / "ro")
+
+
+def test_plain_path_and_unreachable_server_messages(tmp_path):
+    with pytest.raises(tracking.TrackingUnavailable, match="is a plain path") as err:
+        tracking.check_reachable(str(tmp_path / "mlruns"))
+    assert str(err.value).endswith(f"tracking.uri=sqlite:///{tmp_path}/mlruns/mlflow.db")
+    with pytest.raises(tracking.TrackingUnavailable, match=r"http://bob:\*\*\*@127.0.0.1:\d+ is unreachable") as err:
+        tracking.check_reachable(f"http://bob:s3cret@127.0.0.1:{free_port()}")
+    assert "s3cret" not in str(err.value)
+
+
+class _FakeMlflow(BaseHTTPRequestHandler):
+    """/health for anyone; the API only with bob's password; `html` answers every path 200 with a page."""
+    html = False
+
+    def do_GET(self):  # noqa: N802 - the http.server API
+        authorized = self.headers.get("Authorization") == "Basic " + base64.b64encode(b"bob:s3cret").decode()
+        if self.html:
+            status, body = 200, b"<html>a proxy's login page</html>"
+        elif self.path == "/health":
+            status, body = 200, b"OK"
+        elif self.path.startswith("/api/2.0/mlflow/") and authorized:
+            status, body = 200, b'{"experiments": []}'
+        else:
+            status, body = (401, b"") if self.path.startswith("/api/") else (404, b"")
+        self.send_response(status)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_mlflow():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeMlflow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    _FakeMlflow.html = False
+    server.shutdown()
+
+
+def test_check_sends_the_uri_or_environment_credentials_and_never_shows_the_password(fake_mlflow, monkeypatch):
+    port = fake_mlflow.server_address[1]
+    tracking.check_reachable(f"http://bob:s3cret@127.0.0.1:{port}")    # urllib alone took bob:s3cret for a host
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "bob")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret")
+    tracking.check_reachable(f"http://127.0.0.1:{port}/")
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME")
+    with pytest.raises(tracking.TrackingUnavailable, match=r"bob:\*\*\*@.*refused the credentials") as err:
+        tracking.check_reachable(f"http://bob:wrong@127.0.0.1:{port}")
+    assert "wrong" not in str(err.value)
+    _FakeMlflow.html = True
+    with pytest.raises(tracking.TrackingUnavailable, match="not an MLflow tracking server .*not an MLflow answer"):
+        tracking.check_reachable(f"http://127.0.0.1:{port}")
+
+
+def test_read_only_sqlite_file_and_masked_uris(tmp_path, unprivileged):
+    db = tmp_path / "mlflow.db"
+    db.write_bytes(b"")
+    _read_only(db)
+    code = ("import sys\nfrom evalkit import tracking\ntry:\n    tracking.check_reachable('sqlite:///' + sys.argv[1])\n"
+            "except tracking.TrackingUnavailable as exc:\n    print(exc)")
+    proc = subprocess.run([*unprivileged, sys.executable, "-c", code, str(db)], capture_output=True, text=True)
+    assert f"takes no writes ({db}: Permission denied" in proc.stdout, proc.stdout + proc.stderr
+    _writable_again(db)
+    assert tracking.display_uri("see http://bob:p@ss@h:5000/x and postgresql://u:pw@db/x, sqlite:////a") == \
+        "see http://bob:***@h:5000/x and postgresql://u:***@db/x, sqlite:////a"
+
+
+def test_hydra_launcher_log_masks_the_password(caplog):
+    """`evalkit -m` prints every job's overrides through Hydra's launcher logger, `:` escaped."""
+    name = "hydra._internal.core_plugins.basic_launcher"
+    tracking.mask_passwords_in_log(name)
+    with caplog.at_level("INFO", logger=name):
+        logging.getLogger(name).info("\t#%d : %s", 0, "tracking.uri=http\\://bob\\:s3cret@h\\:5000 seed=0")
+    assert caplog.messages == ["\t#0 : tracking.uri=http://bob:***@h:5000 seed=0"]
+
+
+# --- item 12 ------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_read_only_launch_directory_is_one_line_unless_nothing_goes_there(tmp_path, unprivileged):
+    launch, elsewhere = tmp_path / "launch", tmp_path / "elsewhere"
+    launch.mkdir()
+    elsewhere.mkdir()
+    _read_only(launch)
+    try:
+        line = _one_line_error(run_evalkit(launch, *TINY), "cannot create the run directory")
+        assert f"({launch}: Permission denied)" in line and "run evalkit from a writable directory" in line
+        conftest.ok(run_evalkit(launch, *TINY, f"hydra.run.dir={elsewhere}/run",
+                                f"tracking.uri=sqlite:///{elsewhere}/mlflow.db"))
+        assert os.listdir(launch) == []
+        (run,) = job_runs(elsewhere)[1]
+        assert run.info.status == "FINISHED"
+
+        proc = subprocess.run([*unprivileged, os.path.join(BIN, "evalkit-verdict"), "--out", str(launch / "report"),
+                               "--tracking-uri", f"http://127.0.0.1:{free_port()}"],
+                              capture_output=True, text=True, timeout=120)
+        _one_line_error(proc, f"--out {launch}/report: cannot write the report there ({launch}: Permission denied)")
+        assert "unreachable" not in proc.stderr       # checked before any run is read
+    finally:
+        _writable_again(launch)
+
+
+# --- item 13 ------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_store_turning_read_only_mid_run_is_one_line_per_failure_and_one_hint(tmp_path, unprivileged):
+    store = tmp_path / "store"
+    store.mkdir()
+    job = subprocess.Popen([*conftest.EVALKIT, *TINY, "train.max_steps=8", "hydra.run.dir=run",
+                            "tracking.flush_interval_s=0.2", "tracking.progress_interval_s=1000",
+                            f"tracking.uri=sqlite:///{store}/mlflow.db"], cwd=tmp_path,
+                           env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "run" / "run.json").exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _read_only(store / "mlflow.db", store)       # the run exists; every step is shipped after this
+        _, stderr = job.communicate(timeout=300)
+    finally:
+        _writable_again(store, store / "mlflow.db")
+    assert job.returncode != 0
+    assert "Traceback" not in stderr and "sqlalchemy" not in stderr.lower(), stderr[-3000:]
+    failures = [line for line in stderr.splitlines() if "attempt to write a readonly database" in line]
+    assert len(failures) == 2, stderr           # the first failure of its kind, and the final message
+    assert failures[0].startswith("[evalkit] tracking store") and "sending is retried" in failures[0]
+    assert stderr.count(f"evalkit-ship {tmp_path / 'run'}") == 1
+    assert len(stderr.splitlines()) <= 8, stderr
