@@ -73,7 +73,7 @@ from evalkit.contract import (
     require,
     same_device,
 )
-from evalkit.data import GlobalOrderSampler
+from evalkit.tasks.order import GlobalOrderSampler
 
 MIXED_PRECISION = {"fp32": "no", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
 POSITION_FILE = "evalkit_position.json"

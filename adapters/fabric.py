@@ -39,7 +39,7 @@ from torch.utils.data import DataLoader
 
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
 from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter, require
-from evalkit.data import OrderedSampler
+from evalkit.tasks.order import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"

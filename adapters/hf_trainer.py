@@ -88,7 +88,7 @@ from evalkit.contract import (
     require,
     same_device,
 )
-from evalkit.data import GlobalOrderSampler, ValSampler
+from evalkit.tasks.order import GlobalOrderSampler, ValSampler
 
 
 class TaskModule(nn.Module):

@@ -132,7 +132,7 @@ def test_runs_without_a_scale_tag_default_by_metric():
 def test_tasks_declare_their_scale():
     from omegaconf import OmegaConf
 
-    from evalkit import tasks
+    from evalkit.tasks import catalog as tasks
 
     cfg = OmegaConf.create({"name": "x", "in_dim": 4, "hidden": 4, "out_dim": 2, "noise": 0.1, "depth": 1,
                             "n_train": 4, "n_val": 4, "channels": 1, "image_size": 4, "vocab_size": 8,

@@ -154,7 +154,7 @@ def test_a_warmup_covering_every_step_is_a_warning_not_an_error():
 def test_the_warning_is_recorded_as_a_tag(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from evalkit.job import Controller
+    from evalkit.controller.job import Controller
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -8,9 +8,9 @@ import torch
 from omegaconf import OmegaConf
 
 from evalkit.config import TaskConfig
-from evalkit.observe import Observer
+from evalkit.observe.observer import Observer
 from evalkit.spool import SpoolWriter
-from evalkit.tasks import mlp_regression
+from evalkit.tasks.catalog import mlp_regression
 
 
 def _task():

@@ -14,7 +14,8 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from evalkit.config import register_configs
-from evalkit.resume_check import (
+from evalkit.contract import NotAnAdapter, adapter_class_problem
+from evalkit.controller.resume_check import (
     check_resume,
     checkpoint_step,
     refusal,
@@ -22,9 +23,9 @@ from evalkit.resume_check import (
     resume_source,
     resume_tags,
 )
+from evalkit.controller.tracking import flatten
 from evalkit.secrets import REDACTED, redact, redact_override, redact_text
-from evalkit.tracking import flatten
-from evalkit.worker import NotAnAdapter, adapter_class_problem, load_adapter
+from evalkit.worker.run import load_adapter
 
 register_configs()
 
@@ -224,8 +225,10 @@ def test_a_class_without_the_adapter_methods_is_refused_before_it_is_constructed
 
 
 def test_the_controller_checks_the_class_only_where_importing_it_imports_no_wrapper():
+    import evalkit.controller.job  # noqa: F401 - a module the controller has imported already
+
     assert "is not an evalkit adapter" in adapter_class_problem("collections.Counter")   # standard library
-    assert "Controller has no versions()" in adapter_class_problem("evalkit.job.Controller")   # imported already
+    assert "Controller has no versions()" in adapter_class_problem("evalkit.controller.job.Controller")  # imported
     if "adapters.ignite_engine" not in sys.modules:
         assert adapter_class_problem("adapters.ignite_engine.IgniteAdapter") is None
         assert "adapters.ignite_engine" not in sys.modules                                # left to the worker

@@ -20,8 +20,8 @@ import conftest
 import pytest
 from conftest import EVALKIT, job_runs, run_evalkit
 
-from evalkit import tracking
-from evalkit.launch import free_port
+from evalkit.controller import tracking
+from evalkit.controller.launch import free_port
 
 TINY = ["train.max_steps=2", "task.n_train=64", "task.n_val=32", "train.val_every=0", "observe.warmup_steps=0"]
 BIN = os.path.dirname(sys.executable)
@@ -103,7 +103,7 @@ def test_ship_to_an_unreachable_or_wrong_store_is_one_line_at_once(recorded_job)
                           timeout=120)
     assert time.monotonic() - started < 60          # was 250 s of MLflow retries, then a traceback
     _one_line_error(proc, "is unreachable", "start it")
-    from evalkit.reship import reship
+    from evalkit.controller.reship import reship
 
     with pytest.raises(tracking.TrackingUnavailable, match="cannot read run .*give --tracking-uri the store") as err:
         reship(str(workdir / "run"), f"sqlite:///{workdir}/other.db")
@@ -195,7 +195,7 @@ def test_read_only_sqlite_file_and_masked_uris(tmp_path, unprivileged):
     db = tmp_path / "mlflow.db"
     db.write_bytes(b"")
     _read_only(db)
-    code = ("import sys\nfrom evalkit import tracking\ntry:\n    tracking.check_reachable('sqlite:///' + sys.argv[1])\n"
+    code = ("import sys\nfrom evalkit.controller import tracking\ntry:\n    tracking.check_reachable('sqlite:///' + sys.argv[1])\n"
             "except tracking.TrackingUnavailable as exc:\n    print(exc)")
     proc = subprocess.run([*unprivileged, sys.executable, "-c", code, str(db)], capture_output=True, text=True)
     assert f"takes no writes ({db}: Permission denied" in proc.stdout, proc.stdout + proc.stderr

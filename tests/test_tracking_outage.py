@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from conftest import EVALKIT
 
-from evalkit.launch import free_port
+from evalkit.controller.launch import free_port
 
 pytestmark = pytest.mark.slow
 MLFLOW = os.path.join(os.path.dirname(sys.executable), "mlflow")

@@ -11,12 +11,12 @@ from omegaconf import OmegaConf
 
 from evalkit.config import TaskConfig, TrainConfig
 from evalkit.contract import same_device
-from evalkit.data import OrderedSampler, SampleIndex, ValSampler
-from evalkit.measure import NvmlPeak, PeakSampler
-from evalkit.optim import WarmupSchedule, make_optimizer, make_scheduler
+from evalkit.controller.tracking import flatten
+from evalkit.observe.memory import NvmlPeak, PeakSampler
 from evalkit.secrets import REDACTED, redact
-from evalkit.tasks import IGNORE_INDEX, PAD_TOKEN, cnn_classification, mlp_regression, tiny_lm
-from evalkit.tracking import flatten
+from evalkit.tasks.catalog import IGNORE_INDEX, PAD_TOKEN, cnn_classification, mlp_regression, tiny_lm
+from evalkit.tasks.order import OrderedSampler, SampleIndex, ValSampler
+from evalkit.worker.optim import WarmupSchedule, make_optimizer, make_scheduler
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -13,9 +13,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from evalkit.config import config_warnings, register_configs, validate
-from evalkit.interrupt import Interrupted, raise_on_stop_signals
-from evalkit.rundir import RunDirBusy
-from evalkit.tracking import TrackingUnavailable, fix_default_uri, mask_passwords_in_log
+from evalkit.controller.interrupt import Interrupted, raise_on_stop_signals
+from evalkit.controller.rundir import RunDirBusy
+from evalkit.controller.tracking import TrackingUnavailable, fix_default_uri, mask_passwords_in_log
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # The shipper retries every flush interval with the spool as its buffer: MLflow's own HTTP retries (minutes
@@ -36,7 +36,7 @@ def _app(cfg: DictConfig):
         return None
     for warning in config_warnings(cfg):
         print(f"evalkit: warning: {warning}", file=sys.stderr)
-    from evalkit.job import run_job  # heavy imports after Hydra has parsed the command line
+    from evalkit.controller.job import run_job  # heavy imports after Hydra has parsed the command line
 
     run_dir = HydraConfig.get().runtime.output_dir
     try:
@@ -68,7 +68,7 @@ def main() -> None:
 def _refuse_unwritable_launch_dir() -> None:
     """Exit with one line when a folder the run directory or the local store would be created in takes no
     files (a read-only launch directory): checked before Hydra starts, whose own error is a traceback."""
-    from evalkit.launch_dir import launch_dir_problem
+    from evalkit.controller.launch_dir import launch_dir_problem
 
     problem = launch_dir_problem(sys.argv[1:])
     if problem:
@@ -78,7 +78,7 @@ def _refuse_unwritable_launch_dir() -> None:
 
 def _interrupted(exc: KeyboardInterrupt) -> int:
     """One line for an interrupt (the job already recorded its run KILLED); a sweep's parent ends KILLED."""
-    from evalkit.sweep import end_active_sweep
+    from evalkit.controller.sweep import end_active_sweep
 
     if not isinstance(exc, Interrupted):
         exc = Interrupted("SIGINT")

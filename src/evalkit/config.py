@@ -130,7 +130,7 @@ def register_configs() -> None:
     """The schema, and the `${evalkit_uid:}` resolver of the default run directories (conf/config.yaml)."""
     from omegaconf import OmegaConf
 
-    from evalkit.rundir import process_uid
+    from evalkit.controller.rundir import process_uid
 
     if not OmegaConf.has_resolver("evalkit_uid"):
         OmegaConf.register_new_resolver("evalkit_uid", process_uid)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from evalkit import names
+from evalkit.controller.tracking import display_uri, resolve_uri
 from evalkit.installs import install_command
-from evalkit.sweep import SWEEP_NAME_ENV
-from evalkit.tracking import display_uri, resolve_uri
 
 CONF = Path(__file__).parent / "conf"
 SMOKE = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val_every=20",
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     command = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "-m",
                *sweep_overrides(trainers, range(args.seeds), args.overrides)]
     started = time.monotonic()
-    train = subprocess.run(command, env={**os.environ, SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
+    train = subprocess.run(command, env={**os.environ, names.SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
     if train.returncode and not jobs_recorded(uri, sweep):
         print(f"evalkit-eval: the training sweep failed before any job was recorded (exit code {train.returncode}, "
               "see above): nothing to judge", file=sys.stderr)

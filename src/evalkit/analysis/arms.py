@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from evalkit import names
 from evalkit.analysis.records import RunRecord
 
 BASELINE = "baseline"
@@ -33,7 +34,7 @@ class Arm:
 
     @property
     def jobs(self) -> list[RunRecord]:
-        return [r for r in self.runs if r.role == "job"]
+        return [r for r in self.runs if r.role == names.ROLE_JOB]
 
     @property
     def finished(self) -> list[RunRecord]:

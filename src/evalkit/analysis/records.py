@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-TAG = "evalkit."
+from evalkit import names
+
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"
 BROKEN_STATUSES = (FAILED, KILLED)
 
@@ -30,35 +31,36 @@ class RunRecord:
     val: Curves = field(default_factory=dict)
 
     def tag(self, name: str, default: str = "") -> str:
-        return self.tags.get(TAG + name, default)
+        """A tag by its full name (`evalkit.names`)."""
+        return self.tags.get(name, default)
 
     @property
     def role(self) -> str:
-        return self.tag("role")
+        return self.tag(names.ROLE)
 
     @property
     def trainer(self) -> str:
-        return self.tag("trainer", "?")
+        return self.tag(names.TRAINER, "?")
 
     @property
     def mode(self) -> str:
-        return self.tag("mode", "aligned")
+        return self.tag(names.MODE, "aligned")
 
     @property
     def task(self) -> str:
-        return self.tag("task", "?")
+        return self.tag(names.TASK, "?")
 
     @property
     def caliber(self) -> str:
-        return self.tag("caliber", "?")
+        return self.tag(names.CALIBER, "?")
 
     @property
     def seed(self) -> int | None:
-        return _int_or_none(self.tag("seed"))
+        return _int_or_none(self.tag(names.SEED))
 
     @property
     def repeat(self) -> int:
-        return _int_or_none(self.tag("repeat")) or 0
+        return _int_or_none(self.tag(names.REPEAT)) or 0
 
     @property
     def finished(self) -> bool:
@@ -71,27 +73,26 @@ class RunRecord:
 
     @property
     def failure_reason(self) -> str:
-        return self.tag("failure_reason") or f"run ended {self.status}"
+        return self.tag(names.FAILURE_REASON) or f"run ended {self.status}"
 
     @property
     def val_metric(self) -> str:
-        return self.tag("val_metric", "loss")
+        return self.tag(names.VAL_METRIC, "loss")
 
     @property
     def higher_is_better(self) -> bool:
-        return self.tag("val_metric_higher_is_better", "false").lower() == "true"
+        return self.tag(names.VAL_METRIC_HIGHER_IS_BETTER, "false").lower() == "true"
 
     @property
     def margin(self) -> float | None:
-        return _float_or_none(self.tag("val_metric_margin"))
+        return _float_or_none(self.tag(names.VAL_METRIC_MARGIN))
 
     @property
     def metric_scale(self) -> str:
         """The scale the task declared for its metric (tag `evalkit.val_metric_scale`)."""
-        return metric_scale(self.val_metric, self.tag(SCALE_TAG))
+        return metric_scale(self.val_metric, self.tag(names.VAL_METRIC_SCALE))
 
 
-SCALE_TAG = "val_metric_scale"   # "relative" | "absolute", written beside evalkit.val_metric
 # Runs logged before the tag existed: the built-in tasks' declarations (accuracy can be 0).
 SCALE_BEFORE_TAGS = {"accuracy": "absolute"}
 

@@ -12,14 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from evalkit import names
 from evalkit.analysis.records import RunRecord, parse_csv
 
-STEPS_CSV = "records/steps_rank0.csv"
-VAL_CSV = "records/val_rank0.csv"
+STEPS_CSV, VAL_CSV = names.STEPS_CSV, names.VAL_CSV
 STEP_COLUMNS = ("step", "loss", "lr", "grad_norm", "step_time_s")  # what curves and plots use
 VAL_COLUMNS = None  # all: the metric's column is named after the metric
 PAGE_SIZE = 1000
-READ_ROLES = ("job", "probe")
+READ_ROLES = (names.ROLE_JOB, "probe")
 
 
 class StoreError(Exception):
@@ -59,9 +59,9 @@ def experiment_id(client, name: str) -> str:
 
 
 def run_filter(role: str, sweep_id: str | None = None, parent_run_id: str | None = None) -> str:
-    clauses = [f"tags.\"evalkit.role\" = '{role}'"]
+    clauses = [f"tags.\"{names.ROLE}\" = '{role}'"]
     if sweep_id:
-        clauses.append(f"tags.\"evalkit.sweep_id\" = '{_quote(sweep_id)}'")
+        clauses.append(f"tags.\"{names.SWEEP_ID}\" = '{_quote(sweep_id)}'")
     if parent_run_id:
         clauses.append(f"tags.\"mlflow.parentRunId\" = '{_quote(parent_run_id)}'")
     return " AND ".join(clauses)
@@ -152,7 +152,7 @@ def read_runs(
         records = search_records(client, exp_id, sweep_id, parent_run_id)
     except Exception as exc:
         raise StoreError(f"searching runs failed: {exc}") from exc
-    if not any(r.role == "job" for r in records):
+    if not any(r.role == names.ROLE_JOB for r in records):
         scope = f" for sweep {sweep_id}" if sweep_id else ""
         scope += f" under parent run {parent_run_id}" if parent_run_id else ""
         raise StoreError(f"no evalkit job runs in experiment {experiment!r}{scope}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evalkit import names
 from evalkit.analysis.arms import Arm, ArmKey, baseline_for, group_arms, wrapper_arms
 from evalkit.analysis.compare import (
     EQUIVALENCE,
@@ -29,7 +30,7 @@ from evalkit.verdict.dimensions import (
 )
 from evalkit.verdict.scenarios import Standing, load_scenarios, rank
 
-THROUGHPUT, MEMORY = "perf/samples_per_s", "perf/peak_mem_bytes"
+THROUGHPUT, MEMORY = names.PERF_SAMPLES_PER_S, names.PERF_PEAK_MEM
 
 
 @dataclass
@@ -96,7 +97,7 @@ def metric_spec(arm: Arm, options: VerdictOptions) -> MetricSpec | None:
 
 def _metric_key(arm: Arm, options: VerdictOptions) -> str:
     spec = metric_spec(arm, options)
-    return spec.key if spec else "val/loss"
+    return spec.key if spec else names.VAL_LOSS
 
 
 def build_verdict(records: list[RunRecord], options: VerdictOptions | None = None) -> Verdict:

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import math
 
+from evalkit import names
 from evalkit.analysis.arms import Arm, ArmKey, baseline_for
 from evalkit.analysis.finite import nonfinite_runs
 from evalkit.analysis.noise import relative_transform, spread
 
-THROUGHPUT = "perf/samples_per_s"
+THROUGHPUT = names.PERF_SAMPLES_PER_S
 
 
 def arm_name(key: ArmKey) -> str:

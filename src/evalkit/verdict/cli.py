@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from evalkit.writable import write_problem
+from evalkit.controller.writable import write_problem
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE = 0, 2, 3
 
@@ -114,7 +114,7 @@ def gate(verdict, fail_on: list[str], wrappers: list[str]) -> list[str]:
 
 def run(args) -> int:
     from evalkit.analysis.store import default_tracking_uri, read_runs
-    from evalkit.tracking import display_uri
+    from evalkit.controller.tracking import display_uri
     from evalkit.verdict.build import build_verdict
     from evalkit.verdict.table import terminal_report
 
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except (BadInput, StoreError) as exc:
-        from evalkit.tracking import display_uri
+        from evalkit.controller.tracking import display_uri
 
         print(f"evalkit-verdict: error: {display_uri(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from evalkit import names
 from evalkit.analysis import finite
 from evalkit.analysis.arms import Arm
 from evalkit.analysis.compare import BUDGET, NONFINITE, OUTSIDE, RELATIVE, WITHIN, Comparison
@@ -24,7 +25,7 @@ from evalkit.analysis.stats import DEVIATION, EQUIVALENT
 DIMENSIONS = ("functional", "semantics", "consistency", "performance",
               "stability", "customization", "maintenance")
 PASS, FAIL, INCONCLUSIVE, NOT_RUN = "pass", "fail", "inconclusive", "not run"
-BUDGET_LABELS = {"perf/samples_per_s": "thr", "perf/peak_mem_bytes": "mem"}
+BUDGET_LABELS = {names.PERF_SAMPLES_PER_S: "thr", names.PERF_PEAK_MEM: "mem"}
 
 
 @dataclass

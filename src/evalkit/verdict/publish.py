@@ -6,6 +6,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalkit import names
 from evalkit.verdict.build import Verdict
 from evalkit.verdict.dimensions import DIMENSIONS, FAIL
 from evalkit.verdict.plots import Plot, all_plots
@@ -46,7 +47,7 @@ def render_report(verdict: Verdict, inputs: dict, with_plots: bool = True) -> Re
 
 def log_verdict_run(client, experiment_id: str, files: ReportFiles, verdict: Verdict, inputs: dict) -> str:
     """A new FINISHED run tagged `evalkit.role=verdict` holding the report files as artifacts."""
-    tags = {"evalkit.role": "verdict", "evalkit.scenario": verdict.options.scenario}
+    tags = {names.ROLE: names.ROLE_VERDICT, names.SCENARIO: verdict.options.scenario}
     for key in ("sweep_id", "parent_run_id"):
         if inputs.get(key):
             tags[f"evalkit.{key}"] = str(inputs[key])

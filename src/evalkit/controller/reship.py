@@ -11,21 +11,21 @@ import sys
 
 from omegaconf import OmegaConf
 
-from evalkit import rundir, tracking
-from evalkit.job import EXIT_CODES_FILE, RUN_FILE, Controller, JobResult
-from evalkit.launch import Outcome
-from evalkit.ship import Shipper
-from evalkit.tracking import TrackingUnavailable
-from evalkit.worker import JOB_FILE
+from evalkit import names
+from evalkit.controller import rundir, tracking
+from evalkit.controller.job import Controller, JobResult
+from evalkit.controller.launch import Outcome
+from evalkit.controller.ship import Shipper
+from evalkit.controller.tracking import TrackingUnavailable
 
 
 def reship(run_dir: str, uri: str | None = None) -> JobResult:
-    for name in (JOB_FILE, RUN_FILE):
+    for name in (names.JOB_FILE, names.RUN_FILE):
         if not os.path.exists(os.path.join(run_dir, name)):
             raise FileNotFoundError(f"{run_dir} has no {name}: it is not an evalkit run directory")
-    with open(os.path.join(run_dir, JOB_FILE)) as fh:
+    with open(os.path.join(run_dir, names.JOB_FILE)) as fh:
         spec = json.load(fh)
-    with open(os.path.join(run_dir, RUN_FILE)) as fh:
+    with open(os.path.join(run_dir, names.RUN_FILE)) as fh:
         run = json.load(fh)
     outcome = read_outcome(run_dir)
     cfg = OmegaConf.create(spec["config"])
@@ -59,7 +59,7 @@ def last_shipped_step(ctl: Controller, job_uri: str) -> int:
 def read_outcome(run_dir: str) -> Outcome | None:
     """How the workers ended, as the controller recorded it; None when it died before it could (then the
     run's end is read from the spool, never invented)."""
-    path = os.path.join(run_dir, EXIT_CODES_FILE)
+    path = os.path.join(run_dir, names.EXIT_CODES_FILE)
     if not os.path.exists(path):
         return None
     with open(path) as fh:

@@ -23,16 +23,14 @@ import torch
 from hydra.utils import get_class, get_method
 from omegaconf import DictConfig, OmegaConf
 
-from evalkit.contract import Adapter, AdapterUnavailable, Precision, TrainJob
+from evalkit import names
+from evalkit.contract import Adapter, AdapterUnavailable, NotAnAdapter, Precision, TrainJob, not_an_adapter
 from evalkit.installs import install_command
-from evalkit.observe import Observer
-from evalkit.optim import make_optimizer, make_scheduler
+from evalkit.observe.observer import Observer
 from evalkit.secrets import redact
 from evalkit.spool import SpoolWriter
-from evalkit.tasks import Task
-
-JOB_FILE = "job.json"
-CONTROLLER_PID_ENV = "EVALKIT_CONTROLLER_PID"   # set by the controller's launcher: workers die with it
+from evalkit.tasks.catalog import Task
+from evalkit.worker.optim import make_optimizer, make_scheduler
 
 
 def resolve_device(hardware: str, local_rank: int) -> torch.device:
@@ -75,37 +73,6 @@ def load_adapter(trainer: DictConfig) -> Adapter:
     return cls(mode=trainer.mode, options=OmegaConf.to_container(trainer.options, resolve=True))
 
 
-class NotAnAdapter(TypeError):
-    """`trainer._target_` names a class without the `Adapter` methods (the message names what is missing)."""
-
-
-ADAPTER_METHODS = ("versions", "fit", "effective_config")
-
-
-def not_an_adapter(cls: Any, target: str) -> str | None:
-    """Why the class `trainer._target_` names is not an adapter (checked before constructing it), or None."""
-    missing = [name for name in ADAPTER_METHODS if not callable(getattr(cls, name, None))]
-    if not missing:
-        return None
-    return (f"trainer._target_={target} is not an evalkit adapter: {getattr(cls, '__qualname__', cls)} has no "
-            f"{', '.join(m + '()' for m in missing)}; point trainer._target_ at a class with versions(), fit(job) "
-            "and effective_config() (the Adapter protocol in evalkit/contract.py)")
-
-
-def adapter_class_problem(target: str) -> str | None:
-    """`not_an_adapter` for the controller, before any worker starts, only where importing `target` there
-    cannot import a wrapper: its module is already imported or belongs to the standard library. Any other
-    class (adapters/, a third party's package) is checked by the worker, in `load_adapter`."""
-    module = target.rpartition(".")[0]
-    if not module or (module not in sys.modules and module.split(".")[0] not in sys.stdlib_module_names):
-        return None
-    try:
-        cls = get_class(target)
-    except Exception:  # noqa: BLE001 - the worker reports an import failure with its cause
-        return None
-    return not_an_adapter(cls, target)
-
-
 def _missing_module(exc: BaseException | None) -> str | None:
     while exc is not None:
         if isinstance(exc, ModuleNotFoundError):
@@ -132,7 +99,7 @@ def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, 
 
 
 def run(job_dir: str) -> int:
-    with open(os.path.join(job_dir, JOB_FILE)) as fh:
+    with open(os.path.join(job_dir, names.JOB_FILE)) as fh:
         spec = json.load(fh)
     cfg = OmegaConf.create(spec["config"])
     rank = int(os.environ.get("RANK", 0))
@@ -191,7 +158,7 @@ def die_with_controller() -> None:
     """End this worker when the controller that started it dies, even by SIGKILL: an orphan would train
     on unsupervised while its run stays RUNNING. Linux: the kernel's parent-death signal; elsewhere a
     thread watching the parent's pid."""
-    expected = int(os.environ.get(CONTROLLER_PID_ENV, "0") or 0)
+    expected = int(os.environ.get(names.CONTROLLER_PID_ENV, "0") or 0)
     if not expected:
         return
     if sys.platform.startswith("linux"):
@@ -209,7 +176,3 @@ def die_with_controller() -> None:
     if os.getppid() != expected:      # the controller died before the signal was armed
         os.kill(os.getpid(), signal.SIGKILL)
 
-
-if __name__ == "__main__":
-    die_with_controller()
-    sys.exit(run(sys.argv[1]))

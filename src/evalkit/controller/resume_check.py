@@ -31,7 +31,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalkit.worker import JOB_FILE
+from evalkit import names
 
 MUST_MATCH = ("seed", "train.batch_size", "train.grad_accum", "distributed.world_size", "train.optimizer",
               "train.lr", "train.betas", "train.momentum", "train.weight_decay", "train.grad_clip", "train.schedule",
@@ -43,10 +43,6 @@ FREE_IN_GROUPS = ("task.metric_margin",)
 CHECKPOINT_NAME = re.compile(r"(?:step|checkpoint)[_-](\d+)(?:\.[A-Za-z]+)?")
 _UNSET = object()
 
-TAG_RESUMED_FROM = "evalkit.resumed_from"
-TAG_RESUMED_FROM_RUN = "evalkit.resumed_from_run"
-TAG_RESUMED_AT_STEP = "evalkit.resumed_at_step"
-TAG_RESUME_UNCHECKED = "evalkit.resume_unchecked"
 
 
 @dataclass(frozen=True)
@@ -152,7 +148,7 @@ def _written_by(path: str) -> tuple[str, dict] | None:
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     for candidate in (folder, os.path.dirname(folder), os.path.dirname(os.path.dirname(folder))):
         try:
-            with open(os.path.join(candidate, JOB_FILE)) as fh:
+            with open(os.path.join(candidate, names.JOB_FILE)) as fh:
                 spec = json.load(fh)
             # by name, not by absolute path: a run dir moved aside (archived, copied) keeps its layout
             ckpt_dir = os.path.join(candidate, os.path.basename(spec["ckpt_dir"]))
@@ -164,10 +160,9 @@ def _written_by(path: str) -> tuple[str, dict] | None:
 
 
 def _run_id(run_dir: str) -> str | None:
-    from evalkit.job import RUN_FILE  # here: job.py imports this module
 
     try:
-        with open(os.path.join(run_dir, RUN_FILE)) as fh:
+        with open(os.path.join(run_dir, names.RUN_FILE)) as fh:
             return json.load(fh).get("run_id")
     except (OSError, ValueError, AttributeError):
         return None
@@ -191,7 +186,7 @@ def check_resume(cfg: DictConfig) -> str | None:
         return (f"resume_from={source.path} does not exist: give a checkpoint file or the checkpoints/ directory "
                 "of an earlier run (its evalkit.checkpoint_dir tag)")
     if source.config is None:
-        print(f"[evalkit] warning: resume_from={source.path} has no {JOB_FILE} of the evalkit job that wrote it "
+        print(f"[evalkit] warning: resume_from={source.path} has no {names.JOB_FILE} of the evalkit job that wrote it "
               "(expected in the directory above its checkpoints/): its settings cannot be compared with this job's",
               file=sys.stderr, flush=True)
         return None
@@ -204,8 +199,9 @@ def resume_tags(cfg: DictConfig) -> dict[str, str]:
     if not cfg.resume_from:
         return {}
     source = resume_source(cfg.resume_from)
-    tags = {TAG_RESUMED_FROM: source.path, TAG_RESUMED_FROM_RUN: source.run_id,
-            TAG_RESUMED_AT_STEP: None if source.step is None else str(source.step)}
+    tags = {names.RESUMED_FROM: source.path, names.RESUMED_FROM_RUN: source.run_id,
+            names.RESUMED_AT_STEP: None if source.step is None else str(source.step)}
     if source.config is None and os.path.exists(source.path):
-        tags[TAG_RESUME_UNCHECKED] = f"no {JOB_FILE} of the job that wrote the checkpoint: settings not compared"
+        tags[names.RESUME_UNCHECKED] = (f"no {names.JOB_FILE} of the job that wrote the checkpoint: "
+                                        "settings not compared")
     return {k: v for k, v in tags.items() if v is not None}

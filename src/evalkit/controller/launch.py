@@ -5,7 +5,7 @@ idist) and join the process group instead of spawning their own processes. When 
 others are stopped: a rank waiting in a collective for a dead peer would otherwise hang. The group
 remembers which rank failed first and which ranks it stopped itself, so the run's reason names the cause
 (rank 1 killed by SIGKILL), not the symptom it caused in its peers (rank 0's broken gloo connection).
-Workers die with their controller (`CONTROLLER_PID_ENV`, see `evalkit.worker`).
+Workers die with their controller (`names.CONTROLLER_PID_ENV`, see `evalkit.worker.run.die_with_controller`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from evalkit.worker import CONTROLLER_PID_ENV
+from evalkit import names
 
 
 @dataclass
@@ -62,7 +62,7 @@ class WorkerGroup:
                 "MASTER_ADDR": master_addr, "MASTER_PORT": str(port),
                 "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
                 "TORCHELASTIC_MAX_RESTARTS": "0", "PYTHONUNBUFFERED": "1",
-                CONTROLLER_PID_ENV: str(os.getpid()),
+                names.CONTROLLER_PID_ENV: str(os.getpid()),
             })
             if world_size > 1:
                 env.setdefault("OMP_NUM_THREADS", str(threads))   # as torchrun does: no oversubscription

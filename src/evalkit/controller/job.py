@@ -20,22 +20,18 @@ from dataclasses import dataclass
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from evalkit import rundir, tracking
+from evalkit import names
 from evalkit.config import config_warnings
-from evalkit.environment import environment_lock, git_commit, hardware_description
+from evalkit.contract import adapter_class_problem
+from evalkit.controller import rundir, tracking
+from evalkit.controller.environment import environment_lock, git_commit, hardware_description
+from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest
+from evalkit.controller.launch import Outcome, WorkerGroup
+from evalkit.controller.resume_check import check_resume, resume_tags
+from evalkit.controller.ship import Shipper
 from evalkit.installs import install_command
-from evalkit.interrupt import Interrupted, InterruptedAgain, StopRequest
-from evalkit.launch import Outcome, WorkerGroup
-from evalkit.resume_check import check_resume, resume_tags
 from evalkit.secrets import redact
-from evalkit.ship import Shipper
 from evalkit.spool import read_json
-from evalkit.worker import JOB_FILE, adapter_class_problem
-
-RUN_FILE = "run.json"
-EXIT_CODES_FILE = "exit_codes.json"
-PARENT_RUN_ENV = "EVALKIT_PARENT_RUN_ID"
-SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"
 
 
 @dataclass
@@ -74,12 +70,12 @@ def runs_on_cuda(cfg: DictConfig) -> bool:
 
 def run_tags(cfg: DictConfig, sweep_id: str | None) -> dict[str, str]:
     return {
-        "evalkit.role": "job", "evalkit.trainer": cfg.trainer.name, "evalkit.mode": cfg.trainer.mode,
-        "evalkit.task": cfg.task.name, "evalkit.seed": cfg.seed, "evalkit.repeat": cfg.repeat,
-        "evalkit.caliber": caliber(cfg), "evalkit.precision": cfg.precision.name,
-        "evalkit.requested_precision": cfg.precision.name,
-        "evalkit.world_size": cfg.distributed.world_size, "evalkit.hardware": cfg.hardware.name,
-        "evalkit.sweep_id": sweep_id, "evalkit.val_metric_margin": cfg.task.metric_margin,
+        names.ROLE: names.ROLE_JOB, names.TRAINER: cfg.trainer.name, names.MODE: cfg.trainer.mode,
+        names.TASK: cfg.task.name, names.SEED: cfg.seed, names.REPEAT: cfg.repeat,
+        names.CALIBER: caliber(cfg), names.PRECISION: cfg.precision.name,
+        names.REQUESTED_PRECISION: cfg.precision.name,
+        names.WORLD_SIZE: cfg.distributed.world_size, names.HARDWARE: cfg.hardware.name,
+        names.SWEEP_ID: sweep_id, names.VAL_METRIC_MARGIN: cfg.task.metric_margin,
         "mlflow.source.git.commit": git_commit(os.path.dirname(os.path.abspath(__file__))),
     }
 
@@ -97,18 +93,18 @@ class Controller:
     def start_run(self) -> str:
         tracking.check_reachable(self.uri)
         exp = tracking.experiment_id(self.client, self.cfg.tracking.experiment)
-        sweep_id = os.environ.get(SWEEP_ID_ENV)
+        sweep_id = os.environ.get(names.SWEEP_ID_ENV)
         tags = run_tags(self.cfg, sweep_id)
         tags.update(resume_tags(self.cfg))
         warnings = config_warnings(self.cfg)
         if warnings:
-            tags["evalkit.config_warnings"] = "; ".join(warnings)
-        if os.environ.get(PARENT_RUN_ENV):
-            tags["mlflow.parentRunId"] = os.environ[PARENT_RUN_ENV]
+            tags[names.CONFIG_WARNINGS] = "; ".join(warnings)
+        if os.environ.get(names.PARENT_RUN_ENV):
+            tags["mlflow.parentRunId"] = os.environ[names.PARENT_RUN_ENV]
         cfg = self.cfg
         name = cfg.run_name or (f"{cfg.trainer.name}-{cfg.task.name}-{cfg.precision.name}"
                                 f"-ws{cfg.distributed.world_size}-s{cfg.seed}")
-        adopted = os.environ.pop("MLFLOW_RUN_ID", None) if not os.environ.get(PARENT_RUN_ENV) else None
+        adopted = os.environ.pop("MLFLOW_RUN_ID", None) if not os.environ.get(names.PARENT_RUN_ENV) else None
         if adopted:   # `mlflow run` created the run for this entry point: record into it
             self.run_id = adopted
             tracking.set_tags(self.client, adopted, {"mlflow.runName": name, **tags})
@@ -132,7 +128,7 @@ class Controller:
             self.client.log_artifact(self.run_id, path, artifact_dir)
 
     def fail(self, reason: str, status: str = "FAILED") -> JobResult:
-        tracking.set_tags(self.client, self.run_id, {"evalkit.failure_reason": one_line(reason)})
+        tracking.set_tags(self.client, self.run_id, {names.FAILURE_REASON: one_line(reason)})
         self.client.set_terminated(self.run_id, status)
         return JobResult(self.run_id, False, reason, status)
 
@@ -142,19 +138,19 @@ class Controller:
         spec = {"config": OmegaConf.to_container(self.cfg, resolve=True), "spool_dir": spool_dir,
                 "ckpt_dir": os.path.join(self.run_dir, "checkpoints"),
                 "resume_from": os.path.abspath(self.cfg.resume_from) if self.cfg.resume_from else None}
-        with open(os.path.join(self.run_dir, JOB_FILE), "w") as fh:
+        with open(os.path.join(self.run_dir, names.JOB_FILE), "w") as fh:
             json.dump(spec, fh)
         world = self.cfg.distributed.world_size
-        tracking.set_tags(self.client, self.run_id, {"evalkit.run_dir": self.run_dir,
-                                                     "evalkit.checkpoint_dir": spec["ckpt_dir"]})
-        with open(os.path.join(self.run_dir, RUN_FILE), "w") as fh:
+        tracking.set_tags(self.client, self.run_id, {names.RUN_DIR: self.run_dir,
+                                                     names.CHECKPOINT_DIR: spec["ckpt_dir"]})
+        with open(os.path.join(self.run_dir, names.RUN_FILE), "w") as fh:
             json.dump({"run_id": self.run_id, "tracking_uri": self.uri}, fh)
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
         self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr,
                                    cuda=runs_on_cuda(self.cfg))
         self._watch(shipper)
         outcome = self.workers.outcome(self.stop.signame)
-        with open(os.path.join(self.run_dir, EXIT_CODES_FILE), "w") as fh:
+        with open(os.path.join(self.run_dir, names.EXIT_CODES_FILE), "w") as fh:
             json.dump(dataclasses.asdict(outcome), fh)
         if not outcome.interrupted:
             return self.ship_and_finish(shipper, outcome)
@@ -207,21 +203,21 @@ class Controller:
         self._log_summaries(summaries)
         versions = read_json(spool_dir, "versions.json", {})
         tags = {f"evalkit.version.{k}": v for k, v in versions.items()}
-        tags["evalkit.wrapper_version"] = next((v for k, v in versions.items() if k != "torch"), versions.get("torch"))
-        tags["evalkit.torch_version"] = versions.get("torch")
+        tags[names.WRAPPER_VERSION] = next((v for k, v in versions.items() if k != "torch"), versions.get("torch"))
+        tags[names.TORCH_VERSION] = versions.get("torch")
         tags.update(observed_precision_tags(self.cfg.precision.name, summaries[0]))
-        if tags.get("evalkit.precision_mismatch"):
+        if tags.get(names.PRECISION_MISMATCH):
             print(f"[evalkit] warning: {self.cfg.trainer.name} ran another precision than asked: "
                   f"{tags['evalkit.precision_mismatch']}", file=sys.stderr, flush=True)
         task = read_json(spool_dir, "task.json", {})
         if task:
-            tags["evalkit.val_metric"] = task["metric"]
-            tags["evalkit.val_metric_higher_is_better"] = str(task["higher_is_better"]).lower()
-            tags["evalkit.val_metric_scale"] = task.get("scale", "relative")
+            tags[names.VAL_METRIC] = task["metric"]
+            tags[names.VAL_METRIC_HIGHER_IS_BETTER] = str(task["higher_is_better"]).lower()
+            tags[names.VAL_METRIC_SCALE] = task.get("scale", "relative")
         tracking.set_tags(client, run_id, tags)
-        records_dir = os.path.join(self.run_dir, "records")
+        records_dir = os.path.join(self.run_dir, names.RECORDS_DIR)
         for path in shipper.write_csvs(records_dir, self._metric_name(shipper)):
-            client.log_artifact(run_id, path, "records")
+            client.log_artifact(run_id, path, names.RECORDS_DIR)
         for name in ["effective_config.json", "versions.json"] + [f"summary_rank{r}.json" for r in range(world)]:
             if os.path.exists(os.path.join(spool_dir, name)):
                 client.log_artifact(run_id, os.path.join(spool_dir, name), "evalkit")
@@ -252,11 +248,11 @@ class Controller:
                 points.append(tracking.metric(f"perf/peak_mem_bytes_rank{rank}", summary["peak_mem_bytes"], 0))
         peaks = [s["peak_mem_bytes"] for s in summaries if s and s.get("peak_mem_bytes") is not None]
         if peaks:
-            points.append(tracking.metric("perf/peak_mem_bytes", max(peaks), 0))
+            points.append(tracking.metric(names.PERF_PEAK_MEM, max(peaks), 0))
         # Largest over ranks. peak_rss_growth: what training added over the process's footprint at the window's
         # start (CPU); nvml_used: the device memory NVML saw in use, every allocator included (CUDA).
-        for key, name in (("peak_rss_growth_bytes", "perf/peak_rss_growth_bytes"),
-                          ("nvml_used_bytes", "perf/nvml_peak_used_bytes")):
+        for key, name in (("peak_rss_growth_bytes", names.PERF_PEAK_RSS_GROWTH),
+                          ("nvml_used_bytes", names.PERF_NVML_PEAK)):
             values = [s[key] for s in summaries if s and s.get(key) is not None]
             if values:
                 points.append(tracking.metric(name, max(values), 0))
@@ -266,8 +262,8 @@ class Controller:
                 value = head[key] * (self.cfg.distributed.world_size if key == "samples_per_s" else 1)
                 points.append(tracking.metric(f"perf/{key}", value, 0))
         tracking.log_metrics(self.client, self.run_id, points)
-        methods = {"evalkit.throughput_method": head.get("throughput_method"),
-                   "evalkit.peak_mem_method": head.get("peak_mem_method")}
+        methods = {names.THROUGHPUT_METHOD: head.get("throughput_method"),
+                   names.PEAK_MEM_METHOD: head.get("peak_mem_method")}
         tracking.set_tags(self.client, self.run_id, methods)
 
     def _metric_name(self, shipper: Shipper) -> str:
@@ -281,10 +277,10 @@ def observed_precision_tags(requested: str, summary: dict | None) -> dict[str, s
     if not dtypes:
         return {}
     observed = max(dtypes, key=dtypes.get)
-    expected = {"fp32": "float32", "bf16_mixed": "bfloat16", "fp16_mixed": "float16"}.get(requested)
-    tags = {"evalkit.observed_precision": observed, "evalkit.observed_dtypes": json.dumps(dtypes)}
+    expected = names.PRECISION_DTYPES.get(requested)
+    tags = {names.OBSERVED_PRECISION: observed, names.OBSERVED_DTYPES: json.dumps(dtypes)}
     if expected and observed != expected:
-        tags["evalkit.precision_mismatch"] = f"requested {requested} ({expected}), observed {observed}"
+        tags[names.PRECISION_MISMATCH] = f"requested {requested} ({expected}), observed {observed}"
     return tags
 
 

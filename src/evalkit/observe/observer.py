@@ -21,10 +21,10 @@ import torch
 from torch.optim.lr_scheduler import LRScheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from evalkit.data import FINGERPRINT_WIDTH, SampleIndex
-from evalkit.measure import PeakWindow, read_peak, reset_peak
+from evalkit.observe.memory import PeakWindow, read_peak, reset_peak
 from evalkit.spool import SpoolWriter
-from evalkit.tasks import Task
+from evalkit.tasks.catalog import Task
+from evalkit.tasks.order import FINGERPRINT_WIDTH, SampleIndex
 
 _SCHEDULERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _SCALERS: "weakref.WeakSet[Any]" = weakref.WeakSet()

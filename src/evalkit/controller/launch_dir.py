@@ -11,10 +11,10 @@ import os
 
 from omegaconf import OmegaConf
 
-from evalkit.tracking import fix_default_uri, sqlite_path
-from evalkit.writable import write_problem
+from evalkit.controller.tracking import fix_default_uri, sqlite_path
+from evalkit.controller.writable import write_problem
 
-CONFIG_YAML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conf", "config.yaml")
+CONFIG_YAML = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf", "config.yaml")
 # Hydra flags that print something and exit without creating a run directory.
 INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
               "--version")

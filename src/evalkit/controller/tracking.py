@@ -20,8 +20,8 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from evalkit.controller.writable import write_problem
 from evalkit.secrets import redact
-from evalkit.writable import write_problem
 
 DEFAULT_URI_ENV = "EVALKIT_DEFAULT_TRACKING_URI"
 MAX_METRICS_PER_BATCH = 1000

@@ -16,9 +16,10 @@ from typing import Any
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from evalkit import names
+from evalkit.controller.tracking import describe_failure, display_uri, log_metrics, metric, quiet_store_logs
 from evalkit.spool import SpoolTail
-from evalkit.tasks import FINALIZERS
-from evalkit.tracking import describe_failure, display_uri, log_metrics, metric, quiet_store_logs
+from evalkit.tasks.catalog import FINALIZERS
 
 STEP_COLUMNS = ["step", "loss", "lr", "grad_norm", "step_time_s", "loss_scale", "micro_batches", "samples",
                 "loss_calls", "sched_steps", "validated_before", "wall"]
@@ -28,10 +29,10 @@ MICRO_COLUMNS = ["step", "i", "n", "train_mode", "grad", "dtype", "loss", "ids"]
 def step_metrics(record: dict[str, Any]) -> list[Metric]:
     step, wall = record["step"], record.get("wall")
     out = []
-    values = {"train/loss": record.get("loss"), "train/grad_norm": record.get("grad_norm"),
-              "train/step_time_s": record.get("dt"), "train/loss_scale": record.get("loss_scale")}
+    values = {names.TRAIN_LOSS: record.get("loss"), names.TRAIN_GRAD_NORM: record.get("grad_norm"),
+              names.TRAIN_STEP_TIME: record.get("dt"), names.TRAIN_LOSS_SCALE: record.get("loss_scale")}
     for i, lr in enumerate(record.get("lr", [])):
-        values["train/lr" if i == 0 else f"train/lr_group{i}"] = lr
+        values[names.TRAIN_LR if i == 0 else f"train/lr_group{i}"] = lr
     for key, value in values.items():
         if value is not None:     # absent is None; a NaN or inf loss is a divergence, recorded as such
             out.append(metric(key, value, step, wall))
@@ -94,7 +95,7 @@ class Shipper:
             self.micro.append(record)
         elif kind == "skip":       # GradScaler skipped an optimizer step (inf/nan gradients)
             self.skipped += 1
-            self._queue.append(metric("train/skipped_steps", self.skipped, record["after_step"], record.get("wall")))
+            self._queue.append(metric(names.TRAIN_SKIPPED, self.skipped, record["after_step"], record.get("wall")))
         elif kind == "params":
             self.params.append(record)
 
@@ -107,8 +108,8 @@ class Shipper:
                 continue
             merged = merge_validation(list(by_rank.values()))
             if merged.get("value") is not None:
-                self._queue.append(metric(f"val/{merged['metric']}", merged["value"], step))
-                self._queue.append(metric("val/loss", merged["loss"], step))
+                self._queue.append(metric(names.val_metric(merged['metric']), merged["value"], step))
+                self._queue.append(metric(names.VAL_LOSS, merged["loss"], step))
 
     def validation_rows(self) -> list[dict]:
         return [merge_validation(list(self.val[s].values())) | {"step": s} for s in sorted(self.val)]
@@ -121,12 +122,12 @@ class Shipper:
                 "samples": v.get("count"), "ranks": v.get("ranks"), "unattributed": v.get("unattributed")}
                for v in self.validation_rows()]
         micro = [{**m, "ids": " ".join(map(str, m.get("ids", [])))} for m in self.micro]
-        paths = [_write_csv(os.path.join(out_dir, "steps_rank0.csv"), steps, STEP_COLUMNS),
-                 _write_csv(os.path.join(out_dir, "val_rank0.csv"), val,
+        paths = [_write_csv(os.path.join(out_dir, names.STEPS_CSV_NAME), steps, STEP_COLUMNS),
+                 _write_csv(os.path.join(out_dir, names.VAL_CSV_NAME), val,
                             ["step", "loss", metric_name, "samples", "ranks", "unattributed"]),
-                 _write_csv(os.path.join(out_dir, "micro_rank0.csv"), micro, MICRO_COLUMNS)]
+                 _write_csv(os.path.join(out_dir, names.MICRO_CSV_NAME), micro, MICRO_COLUMNS)]
         if self.params:
-            paths.append(_write_csv(os.path.join(out_dir, "params_rank0.csv"),
+            paths.append(_write_csv(os.path.join(out_dir, names.PARAMS_CSV_NAME),
                                     [{"step": p["step"], "values": " ".join(f"{v:.9g}" for v in p["values"])}
                                      for p in self.params], ["step", "values"]))
         return paths

@@ -10,11 +10,10 @@ from hydra.experimental.callback import Callback
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
-from evalkit import tracking
-from evalkit.job import PARENT_RUN_ENV, SWEEP_ID_ENV
+from evalkit import names
+from evalkit.controller import tracking
 from evalkit.secrets import redact_override
 
-SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"   # set by a caller that wants to know the sweep id in advance
 _active: list["SweepCallback"] = []      # the sweep of this process, while it runs (for an interrupt)
 
 
@@ -38,11 +37,11 @@ class SweepCallback(Callback):
         uri = tracking.resolve_uri(config.tracking.uri)
         tracking.check_reachable(uri)
         self.client = tracking.open_client(uri)
-        sweep_id = os.environ.get(SWEEP_NAME_ENV) or \
+        sweep_id = os.environ.get(names.SWEEP_NAME_ENV) or \
             f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
-        tags = {"evalkit.role": "sweep", "evalkit.sweep_id": sweep_id,
-                "evalkit.sweep_dir": os.path.abspath(config.hydra.sweep.dir),
-                "evalkit.overrides": " ".join(redact_override(o) for o in config.hydra.overrides.task)[:5000]}
+        tags = {names.ROLE: names.ROLE_SWEEP, names.SWEEP_ID: sweep_id,
+                names.SWEEP_DIR: os.path.abspath(config.hydra.sweep.dir),
+                names.OVERRIDES: " ".join(redact_override(o) for o in config.hydra.overrides.task)[:5000]}
         adopted = os.environ.pop("MLFLOW_RUN_ID", None)
         if adopted:   # `mlflow run -e sweep` created the run: it becomes the parent
             self.parent_id = adopted
@@ -50,8 +49,8 @@ class SweepCallback(Callback):
         else:
             exp = tracking.experiment_id(self.client, config.tracking.experiment)
             self.parent_id = self.client.create_run(exp, run_name=f"sweep-{sweep_id}", tags=tags).info.run_id
-        os.environ[PARENT_RUN_ENV] = self.parent_id
-        os.environ[SWEEP_ID_ENV] = sweep_id
+        os.environ[names.PARENT_RUN_ENV] = self.parent_id
+        os.environ[names.SWEEP_ID_ENV] = sweep_id
         _active.append(self)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
@@ -70,8 +69,8 @@ class SweepCallback(Callback):
         self.end("FAILED" if self.failed else "FINISHED")
 
     def end(self, status: str, reason: str | None = None) -> None:
-        tags = {"evalkit.jobs": self.jobs, "evalkit.jobs_failed": self.failed, "evalkit.failure_reason": reason}
+        tags = {names.JOBS: self.jobs, names.JOBS_FAILED: self.failed, names.FAILURE_REASON: reason}
         tracking.set_tags(self.client, self.parent_id, tags)
         self.client.set_terminated(self.parent_id, status)
-        os.environ.pop(PARENT_RUN_ENV, None)
-        os.environ.pop(SWEEP_ID_ENV, None)
+        os.environ.pop(names.PARENT_RUN_ENV, None)
+        os.environ.pop(names.SWEEP_ID_ENV, None)

@@ -1,0 +1,76 @@
+"""The names that writers and readers share, spelled once: MLflow tags, metric keys, artifact paths, and the
+files and environment variables through which the controller and its workers meet.
+
+The controller writes them (`controller/job.py`, `controller/ship.py`, `controller/sweep.py`), the analyzer and
+the verdict read them back (`analysis/records.py`, `analysis/store.py`, `verdict/`). A name changed here
+changes on both sides; a name spelled as a string elsewhere is a bug waiting for a rename.
+"""
+from __future__ import annotations
+
+# --- the run directory: controller <-> workers -------------------------------------------------------------
+JOB_FILE = "job.json"                 # the resolved config and paths, written by the controller, read by workers
+RUN_FILE = "run.json"                 # the MLflow run and store the job records into (evalkit-ship reads it)
+EXIT_CODES_FILE = "exit_codes.json"   # how the ranks ended (launch.Outcome), written by the controller
+SPOOL_DIR = "spool"
+RECORDS_DIR = "records"
+CHECKPOINTS_DIR = "checkpoints"
+
+# --- environment variables -----------------------------------------------------------------------------------
+CONTROLLER_PID_ENV = "EVALKIT_CONTROLLER_PID"   # workers die with the controller that set it
+PARENT_RUN_ENV = "EVALKIT_PARENT_RUN_ID"        # a sweep's parent run, for its jobs
+SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"
+SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"           # set by a caller that wants to know the sweep id in advance
+
+# --- tags ----------------------------------------------------------------------------------------------------
+TAG_PREFIX = "evalkit."
+ROLE, ROLE_JOB, ROLE_SWEEP, ROLE_VERDICT = "evalkit.role", "job", "sweep", "verdict"
+TRAINER, MODE, TASK = "evalkit.trainer", "evalkit.mode", "evalkit.task"
+SEED, REPEAT, CALIBER = "evalkit.seed", "evalkit.repeat", "evalkit.caliber"
+PRECISION, REQUESTED_PRECISION = "evalkit.precision", "evalkit.requested_precision"
+OBSERVED_PRECISION, OBSERVED_DTYPES = "evalkit.observed_precision", "evalkit.observed_dtypes"
+PRECISION_MISMATCH = "evalkit.precision_mismatch"
+WORLD_SIZE, HARDWARE, SWEEP_ID = "evalkit.world_size", "evalkit.hardware", "evalkit.sweep_id"
+VAL_METRIC = "evalkit.val_metric"
+VAL_METRIC_HIGHER_IS_BETTER = "evalkit.val_metric_higher_is_better"
+VAL_METRIC_SCALE = "evalkit.val_metric_scale"   # relative | absolute
+VAL_METRIC_MARGIN = "evalkit.val_metric_margin"
+FAILURE_REASON = "evalkit.failure_reason"
+CONFIG_WARNINGS = "evalkit.config_warnings"
+RUN_DIR, CHECKPOINT_DIR = "evalkit.run_dir", "evalkit.checkpoint_dir"
+WRAPPER_VERSION, TORCH_VERSION, VERSION_PREFIX = "evalkit.wrapper_version", "evalkit.torch_version", "evalkit.version."
+THROUGHPUT_METHOD, PEAK_MEM_METHOD = "evalkit.throughput_method", "evalkit.peak_mem_method"
+RESUMED_FROM, RESUMED_FROM_RUN = "evalkit.resumed_from", "evalkit.resumed_from_run"
+RESUMED_AT_STEP, RESUME_UNCHECKED = "evalkit.resumed_at_step", "evalkit.resume_unchecked"
+SWEEP_DIR, OVERRIDES = "evalkit.sweep_dir", "evalkit.overrides"
+JOBS, JOBS_FAILED = "evalkit.jobs", "evalkit.jobs_failed"
+SCENARIO = "evalkit.scenario"
+
+# --- metrics (step = optimizer step) -------------------------------------------------------------------------
+TRAIN_LOSS, TRAIN_LR, TRAIN_GRAD_NORM = "train/loss", "train/lr", "train/grad_norm"
+TRAIN_STEP_TIME, TRAIN_LOSS_SCALE, TRAIN_SKIPPED = "train/step_time_s", "train/loss_scale", "train/skipped_steps"
+VAL_PREFIX, VAL_LOSS = "val/", "val/loss"
+PERF_SAMPLES_PER_S, PERF_STEPS_PER_S = "perf/samples_per_s", "perf/steps_per_s"
+PERF_STEP_TIME_MEDIAN, PERF_WINDOW_STEPS = "perf/step_time_median_s", "perf/window_steps"
+PERF_PEAK_MEM = "perf/peak_mem_bytes"                 # + f"_rank{r}" per rank
+PERF_PEAK_RSS_GROWTH = "perf/peak_rss_growth_bytes"
+PERF_NVML_PEAK = "perf/nvml_peak_used_bytes"
+
+
+def val_metric(name: str) -> str:
+    """The curve of a task's validation metric: `val/<name>`."""
+    return VAL_PREFIX + name
+
+
+def probe_pass(dimension: str) -> str:
+    """The metric a probe logs for its dimension's pass (1) or fail (0): `probe/<dimension>/pass`."""
+    return f"probe/{dimension}/pass"
+
+
+# --- artifacts -----------------------------------------------------------------------------------------------
+STEPS_CSV_NAME, VAL_CSV_NAME, MICRO_CSV_NAME = "steps_rank0.csv", "val_rank0.csv", "micro_rank0.csv"
+PARAMS_CSV_NAME = "params_rank0.csv"
+STEPS_CSV = f"{RECORDS_DIR}/{STEPS_CSV_NAME}"
+VAL_CSV = f"{RECORDS_DIR}/{VAL_CSV_NAME}"
+
+# --- precision: config name -> the compute dtype the observers report -----------------------------------------
+PRECISION_DTYPES = {"fp32": "float32", "bf16_mixed": "bfloat16", "fp16_mixed": "float16"}

@@ -1,0 +1,3 @@
+"""Tasks (model, synthetic data, loss, metric; `catalog`) and the data order every adapter follows (`order`),
+built from a seed alone. They know no hooks and sit below everything that uses them.
+"""
