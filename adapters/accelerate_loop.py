@@ -70,7 +70,6 @@ from evalkit.contract import (
     TrainJob,
     UnsupportedCombination,
     WrapperAdapter,
-    require,
     same_device,
 )
 from evalkit.tasks.order import GlobalOrderSampler
@@ -78,6 +77,61 @@ from evalkit.tasks.order import GlobalOrderSampler
 MIXED_PRECISION = {"fp32": "no", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
 POSITION_FILE = "evalkit_position.json"
 POSITION_FORMAT = "evalkit-accelerate/1"
+# What the aligned loop does (explicit_settings, after the Accelerator's arguments).
+ALIGNED_LOOP = {
+    "seeding": "no set_seed: evalkit seeded the process before building the task (as for the baseline)",
+    "data_order": "prepared DataLoader over evalkit's global order; Accelerate's batch sharding yields "
+                  "evalkit's per-rank order (checked at set-up)",
+    "scheduler_step": "loop calls scheduler.step() once per optimizer step (sync_gradients)",
+    "clipping": "accelerator.clip_grad_norm_ (unscales first) when sync_gradients",
+    "loss_autocast": "loss computed under accelerator.autocast(), as the baseline computes it under autocast",
+    "validation": "unwrapped model, eval mode, no_grad, accelerator.autocast(), on job.val_loader()",
+    "checkpoint": "save_state(safe_serialization=True) + evalkit_position.json; resume: load_state + "
+                  "skip_first_batches",
+}
+
+
+def aligned_settings(job: TrainJob) -> dict[str, Any]:
+    """The Accelerator's arguments in aligned mode, every configuration object as its keyword arguments (reported,
+    as they are, under explicit_settings; `accelerator_arguments` builds them)."""
+    cpu = job.device.type == "cpu"
+    return {
+        "mixed_precision": MIXED_PRECISION[job.precision.name], "cpu": cpu, "device_placement": True,
+        "step_scheduler_with_optimizer": False, "rng_types": [],
+        "dataloader_config": {"split_batches": False, "dispatch_batches": False, "even_batches": True,
+                              "use_seedable_sampler": False, "non_blocking": False,
+                              "use_stateful_dataloader": False},
+        "gradient_accumulation_plugin": {"num_steps": job.grad_accum, "adjust_scheduler": False,
+                                         "sync_with_dataloader": True, "sync_each_batch": False},
+        "ddp_kwargs": {"dim": 0, "broadcast_buffers": True, "bucket_cap_mb": 25,
+                       "find_unused_parameters": False, "check_reduction": False,
+                       "gradient_as_bucket_view": False, "static_graph": False},
+        "init_process_group_kwargs": {"backend": "gloo" if cpu else "nccl"},
+        "grad_scaler_kwargs": {"init_scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                               "growth_interval": 2000, "enabled": True},
+        "project_config": {"project_dir": job.ckpt_dir, "automatic_checkpoint_naming": False, "total_limit": None},
+    }
+
+
+def accelerator_arguments(settings: dict[str, Any]) -> dict[str, Any]:
+    """`Accelerator(**...)` for `settings`: its configuration objects and kwargs handlers built from their dicts."""
+    from accelerate.utils import (
+        DataLoaderConfiguration,
+        DistributedDataParallelKwargs,
+        GradientAccumulationPlugin,
+        GradScalerKwargs,
+        InitProcessGroupKwargs,
+        ProjectConfiguration,
+    )
+
+    configurations = {"dataloader_config": DataLoaderConfiguration, "project_config": ProjectConfiguration,
+                      "gradient_accumulation_plugin": GradientAccumulationPlugin}
+    handlers = {"ddp_kwargs": DistributedDataParallelKwargs, "init_process_group_kwargs": InitProcessGroupKwargs,
+                "grad_scaler_kwargs": GradScalerKwargs}
+    arguments = {key: configurations[key](**value) if key in configurations else value
+                 for key, value in settings.items() if key not in handlers}
+    arguments["kwargs_handlers"] = [cls(**settings[key]) for key, cls in handlers.items()]
+    return arguments
 
 
 def accelerate_state_deviations(accelerator) -> list[str]:
@@ -118,142 +172,65 @@ def resolve_state_dir(path: str) -> str:
 
 
 class AccelerateAdapter(WrapperAdapter):
-    requires = (("accelerate", "accelerate"),)
     distributions = ("accelerate", "torch", "safetensors", "numpy", "huggingface-hub")
 
-    # ------------------------------------------------------------------ set-up
-    def _accelerator(self, job: TrainJob):
-        from accelerate import Accelerator
-        from accelerate.utils import (
-            DataLoaderConfiguration,
-            DistributedDataParallelKwargs,
-            GradientAccumulationPlugin,
-            GradScalerKwargs,
-            InitProcessGroupKwargs,
-            ProjectConfiguration,
-        )
-
-        cpu = job.device.type == "cpu"
-        mixed = MIXED_PRECISION[job.precision.name]
-        if self.mode == "defaults":
-            return Accelerator(mixed_precision=mixed, gradient_accumulation_steps=job.grad_accum, cpu=cpu,
-                               project_dir=job.ckpt_dir), {}
-        settings = {
-            "mixed_precision": mixed, "cpu": cpu, "device_placement": True,
-            "step_scheduler_with_optimizer": False, "rng_types": [],
-            "dataloader_config": {"split_batches": False, "dispatch_batches": False, "even_batches": True,
-                                  "use_seedable_sampler": False, "non_blocking": False,
-                                  "use_stateful_dataloader": False},
-            "gradient_accumulation_plugin": {"num_steps": job.grad_accum, "adjust_scheduler": False,
-                                             "sync_with_dataloader": True, "sync_each_batch": False},
-            "ddp_kwargs": {"dim": 0, "broadcast_buffers": True, "bucket_cap_mb": 25,
-                           "find_unused_parameters": False, "check_reduction": False,
-                           "gradient_as_bucket_view": False, "static_graph": False},
-            "init_process_group_kwargs": {"backend": "gloo" if cpu else "nccl"},
-            "grad_scaler_kwargs": {"init_scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5,
-                                   "growth_interval": 2000, "enabled": True},
-            "project_config": {"project_dir": job.ckpt_dir, "automatic_checkpoint_naming": False,
-                               "total_limit": None},
-        }
-        accelerator = Accelerator(
-            device_placement=True, mixed_precision=mixed, cpu=cpu,
-            dataloader_config=DataLoaderConfiguration(**settings["dataloader_config"]),
-            gradient_accumulation_plugin=GradientAccumulationPlugin(**settings["gradient_accumulation_plugin"]),
-            rng_types=[], step_scheduler_with_optimizer=False,
-            project_config=ProjectConfiguration(**settings["project_config"]),
-            kwargs_handlers=[DistributedDataParallelKwargs(**settings["ddp_kwargs"]),
-                             InitProcessGroupKwargs(**settings["init_process_group_kwargs"]),
-                             GradScalerKwargs(**settings["grad_scaler_kwargs"])],
-        )
-        settings.update({
-            "seeding": "no set_seed: evalkit seeded the process before building the task (as for the baseline)",
-            "data_order": "prepared DataLoader over evalkit's global order; Accelerate's batch sharding yields "
-                          "evalkit's per-rank order (checked at set-up)",
-            "scheduler_step": "loop calls scheduler.step() once per optimizer step (sync_gradients)",
-            "clipping": "accelerator.clip_grad_norm_ (unscales first) when sync_gradients",
-            "loss_autocast": "loss computed under accelerator.autocast(), as the baseline computes it under autocast",
-            "validation": "unwrapped model, eval mode, no_grad, accelerator.autocast(), on job.val_loader()",
-            "checkpoint": "save_state(safe_serialization=True) + evalkit_position.json; resume: load_state + "
-                          "skip_first_batches",
-        })
-        return accelerator, settings
-
-    # ------------------------------------------------------------------ the loop
     def fit(self, job: TrainJob) -> None:
-        require("accelerate", "accelerate")
-        from accelerate.utils import set_seed
+        if self.mode == "aligned":
+            self._fit_aligned(job)
+        else:
+            self._fit_defaults(job)
 
-        aligned = self.mode == "aligned"
-        accelerator, settings = self._accelerator(job)
-        if not same_device(accelerator.device, job.device):
-            raise UnsupportedCombination(
-                f"accelerate chose device {accelerator.device} but evalkit asked for {job.device} "
-                "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")
-        if aligned and job.precision.autocast_dtype is not None and not accelerator.native_amp:
+    # ------------------------------------------------------------------ aligned
+    def _fit_aligned(self, job: TrainJob) -> None:
+        from accelerate import Accelerator
+
+        settings = aligned_settings(job)
+        accelerator = Accelerator(**accelerator_arguments(settings))
+        self._check_device(job, accelerator)
+        if job.precision.autocast_dtype is not None and not accelerator.native_amp:
             raise UnsupportedCombination(
                 f"accelerate does not autocast mixed_precision={accelerator.mixed_precision!r} on "
                 f"{accelerator.device.type} (it would silently run fp32); refused in aligned mode")
-        if aligned and job.world_size != accelerator.num_processes:
+        if job.world_size != accelerator.num_processes:
             raise UnsupportedCombination(
                 f"accelerate sees {accelerator.num_processes} processes, evalkit launched {job.world_size}")
-        if not aligned:
-            set_seed(job.seed)
 
         model = job.task.model.to(accelerator.device)
         optimizer = job.make_optimizer(model.parameters())
         scheduler = job.make_scheduler(optimizer)
         loss_fn = job.task.loss_fn
-        train_set = job.task.train_set
-        if aligned:
-            sampler = GlobalOrderSampler(job.train_sampler())
-            train_dl = DataLoader(train_set, batch_size=job.batch_size, sampler=sampler, drop_last=True,
-                                  num_workers=job.num_workers, pin_memory=job.pin_memory)
-            net, opt, sched, train_dl = accelerator.prepare(model, optimizer, scheduler, train_dl)
-            val_dl = None
-        else:
-            sampler = None
-            train_dl = DataLoader(train_set, batch_size=job.batch_size, shuffle=True, num_workers=job.num_workers)
-            val_dl = DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
-            net, opt, train_dl, val_dl, sched = accelerator.prepare(model, optimizer, train_dl, val_dl, scheduler)
+        sampler = GlobalOrderSampler(job.train_sampler())
+        train_dl = DataLoader(job.task.train_set, batch_size=job.batch_size, sampler=sampler, drop_last=True,
+                              num_workers=job.num_workers, pin_memory=job.pin_memory)
+        net, opt, sched, train_dl = accelerator.prepare(model, optimizer, scheduler, train_dl)
 
-        step, epoch, batch_in_epoch = 0, 0, 0
-        if job.resume_from:
-            step, epoch, batch_in_epoch = self._load(job, accelerator)
-        if aligned:
-            self._check_order(job, train_dl, sampler, epoch)
-        self._record(job, accelerator, net, train_dl, settings, step)
+        step, epoch, batch_in_epoch = self._load(job, accelerator) if job.resume_from else (0, 0, 0)
+        self._check_order(job, train_dl, sampler, epoch)
+        self._record(job, accelerator, net, train_dl, step, explicit={**settings, **ALIGNED_LOOP})
 
         batches_per_epoch = len(train_dl)
         model.train()
         while step < job.max_steps:
             train_dl.set_epoch(epoch)
-            if aligned:
-                sampler.set_epoch(epoch)   # a skipping DataLoader may not forward set_epoch to the sampler
+            sampler.set_epoch(epoch)   # a skipping DataLoader may not forward set_epoch to the sampler
             batches = accelerator.skip_first_batches(train_dl, batch_in_epoch) if batch_in_epoch else train_dl
             for x, y in batches:
                 with accelerator.accumulate(net):
-                    if aligned:
-                        with accelerator.autocast():
-                            loss = loss_fn(net(x), y)
-                    else:
+                    with accelerator.autocast():
                         loss = loss_fn(net(x), y)
                     accelerator.backward(loss)
                     if accelerator.sync_gradients and job.grad_clip is not None:
                         accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
                     opt.step()
-                    if aligned:
-                        opt.zero_grad(set_to_none=True)
-                        if accelerator.sync_gradients:
-                            sched.step()
-                    else:
+                    opt.zero_grad(set_to_none=True)
+                    if accelerator.sync_gradients:
                         sched.step()
-                        opt.zero_grad()
                 batch_in_epoch += 1
                 if not accelerator.sync_gradients:
                     continue
                 step += 1
                 if job.should_validate(step):
-                    self._validate(job, accelerator, model if aligned else net, val_dl)
+                    self._validate_aligned(job, accelerator, model)
                 if job.should_checkpoint(step):
                     at_end = batch_in_epoch == batches_per_epoch
                     self._save(job, accelerator, step, epoch + at_end, 0 if at_end else batch_in_epoch)
@@ -261,6 +238,68 @@ class AccelerateAdapter(WrapperAdapter):
                     break
             else:
                 epoch, batch_in_epoch = epoch + 1, 0
+        self._finish(accelerator, step)
+
+    # ------------------------------------------------------------------ defaults
+    def _fit_defaults(self, job: TrainJob) -> None:
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+
+        accelerator = Accelerator(mixed_precision=MIXED_PRECISION[job.precision.name],
+                                  gradient_accumulation_steps=job.grad_accum, cpu=job.device.type == "cpu",
+                                  project_dir=job.ckpt_dir)
+        self._check_device(job, accelerator)
+        set_seed(job.seed)
+
+        model = job.task.model.to(accelerator.device)
+        optimizer = job.make_optimizer(model.parameters())
+        scheduler = job.make_scheduler(optimizer)
+        loss_fn = job.task.loss_fn
+        train_dl = DataLoader(job.task.train_set, batch_size=job.batch_size, shuffle=True, num_workers=job.num_workers)
+        val_dl = DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
+        net, opt, train_dl, val_dl, sched = accelerator.prepare(model, optimizer, train_dl, val_dl, scheduler)
+
+        step, epoch, batch_in_epoch = self._load(job, accelerator) if job.resume_from else (0, 0, 0)
+        self._record(job, accelerator, net, train_dl, step, explicit=None)
+
+        batches_per_epoch = len(train_dl)
+        model.train()
+        while step < job.max_steps:
+            train_dl.set_epoch(epoch)
+            batches = accelerator.skip_first_batches(train_dl, batch_in_epoch) if batch_in_epoch else train_dl
+            for x, y in batches:
+                with accelerator.accumulate(net):
+                    loss = loss_fn(net(x), y)
+                    accelerator.backward(loss)
+                    if accelerator.sync_gradients and job.grad_clip is not None:
+                        accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
+                    opt.step()
+                    sched.step()
+                    opt.zero_grad()
+                batch_in_epoch += 1
+                if not accelerator.sync_gradients:
+                    continue
+                step += 1
+                if job.should_validate(step):
+                    self._validate_defaults(net, val_dl)
+                if job.should_checkpoint(step):
+                    at_end = batch_in_epoch == batches_per_epoch
+                    self._save(job, accelerator, step, epoch + at_end, 0 if at_end else batch_in_epoch)
+                if step >= job.max_steps:
+                    break
+            else:
+                epoch, batch_in_epoch = epoch + 1, 0
+        self._finish(accelerator, step)
+
+    # ------------------------------------------------------------------ shared by both
+    @staticmethod
+    def _check_device(job: TrainJob, accelerator) -> None:
+        if not same_device(accelerator.device, job.device):
+            raise UnsupportedCombination(
+                f"accelerate chose device {accelerator.device} but evalkit asked for {job.device} "
+                "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")
+
+    def _finish(self, accelerator, step: int) -> None:
         accelerator.wait_for_everyone()
         self._effective["scaler"] = ({"enabled": True, "scale": float(accelerator.scaler.get_scale())}
                                      if accelerator.scaler is not None else None)
@@ -276,16 +315,21 @@ class AccelerateAdapter(WrapperAdapter):
                                f"(rank {job.rank}, epoch {epoch}); the aligned data order cannot be kept")
 
     @torch.no_grad()
-    def _validate(self, job: TrainJob, accelerator, model: torch.nn.Module, val_dl) -> None:
-        """Forward the validation split in eval mode; evalkit's observers compute the metrics."""
+    def _validate_aligned(self, job: TrainJob, accelerator, model: torch.nn.Module) -> None:
+        """Forward evalkit's validation shards (as the baseline) in eval mode; evalkit's observers compute the
+        metrics."""
         model.eval()
-        if val_dl is None:      # aligned: evalkit's shards, as the baseline
-            for x, _ in job.val_loader():
-                with accelerator.autocast():
-                    model(x.to(accelerator.device, non_blocking=True))
-        else:                   # defaults: the prepared (Accelerate-sharded) validation loader
-            for x, _ in val_dl:
-                model(x)
+        for x, _ in job.val_loader():
+            with accelerator.autocast():
+                model(x.to(accelerator.device, non_blocking=True))
+        model.train()
+
+    @torch.no_grad()
+    def _validate_defaults(self, model: torch.nn.Module, val_dl) -> None:
+        """Forward the prepared (Accelerate-sharded) validation loader in eval mode."""
+        model.eval()
+        for x, _ in val_dl:
+            model(x)
         model.train()
 
     # ------------------------------------------------------------------ checkpoints
@@ -314,7 +358,7 @@ class AccelerateAdapter(WrapperAdapter):
         return position["step"], position["epoch"], position["batch_in_epoch"]
 
     # ------------------------------------------------------------------ effective config
-    def _record(self, job: TrainJob, accelerator, net, train_dl, settings: dict, start_step: int) -> None:
+    def _record(self, job: TrainJob, accelerator, net, train_dl, start_step: int, explicit: dict | None) -> None:
         import accelerate
 
         state = accelerator.state
@@ -357,7 +401,7 @@ class AccelerateAdapter(WrapperAdapter):
             ],
         }
         report["known_deviations"] += accelerate_state_deviations(accelerator)
-        if self.mode == "defaults":
+        if explicit is None:
             report["known_deviations"] += [
                 "defaults: shuffle=True DataLoader (Accelerate-synchronised RandomSampler), not evalkit's order",
                 "defaults: the prepared scheduler steps num_processes times per optimizer step and not at all "
@@ -366,5 +410,5 @@ class AccelerateAdapter(WrapperAdapter):
                 "defaults: validation on the prepared (sharded, even_batches-padded) validation loader",
             ]
         else:
-            report["explicit_settings"] = settings
+            report["explicit_settings"] = explicit
         self._effective.update(report)

@@ -37,12 +37,18 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
+from adapters.calls import Call, built
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter, require
+from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter
 from evalkit.tasks.order import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"
+
+
+def aligned_clipping(job: TrainJob) -> dict[str, Any]:
+    """`fabric.clip_gradients`' arguments in aligned mode: the baseline's clipping (torch's defaults)."""
+    return {"max_norm": job.grad_clip, "norm_type": 2.0, "error_if_nonfinite": False}
 
 
 class FabricPassSampler(OrderedSampler):
@@ -66,7 +72,6 @@ class FabricPassSampler(OrderedSampler):
 class FabricAdapter(WrapperAdapter):
     """`trainer=fabric`: a loop written with Lightning Fabric (see the module docstring)."""
 
-    requires = (("lightning", "lightning"),)
     distributions = ("lightning", "lightning-utilities")
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
@@ -91,28 +96,28 @@ class FabricAdapter(WrapperAdapter):
             raise UnsupportedCombination(
                 "fabric turns precision='16-mixed' into bf16-mixed on CPU; fp16_mixed cannot run on CPU")
         backend = "nccl" if job.device.type == "cuda" else "gloo"
-        strategy = (DDPStrategy(process_group_backend=backend, find_unused_parameters=False,
-                                gradient_as_bucket_view=False, static_graph=False)
-                    if job.distributed else SingleDeviceStrategy(device=job.device))
-        scaler, kwargs = None, {"precision": precision}
+        arguments: dict[str, Any] = {   # Fabric(...)'s arguments, reported as they are under explicit_settings
+            "accelerator": accelerator, "devices": job.world_size, "num_nodes": 1,
+            "strategy": (Call(DDPStrategy, process_group_backend=backend, find_unused_parameters=False,
+                              gradient_as_bucket_view=False, static_graph=False)
+                         if job.distributed else Call(SingleDeviceStrategy, device=str(job.device))),
+        }
+        scaler = None
         if job.precision.grad_scaler:
             # Our own GradScaler (torch defaults, like the baseline's) so the checkpoint can hold its state.
-            scaler = torch.amp.GradScaler(job.device.type)
-            kwargs = {"plugins": [MixedPrecision(precision, job.device.type, scaler=scaler)]}
+            scaler = Call(torch.amp.GradScaler, job.device.type).named("torch.amp.GradScaler")
+            arguments["plugins"] = Call(MixedPrecision, precision, job.device.type, scaler=scaler)
+        else:
+            arguments["precision"] = precision
+        fabric = Fabric(**built(arguments))
         explicit = {
-            "accelerator": accelerator, "devices": job.world_size, "num_nodes": 1,
-            "strategy": (f"DDPStrategy(process_group_backend={backend!r}, find_unused_parameters=False, "
-                         "gradient_as_bucket_view=False, static_graph=False)" if job.distributed
-                         else f"SingleDeviceStrategy(device={str(job.device)!r})"),
-            "precision": precision if scaler is None else
-            f"MixedPrecision({precision!r}, {job.device.type!r}, "
-            f"scaler=torch.amp.GradScaler({job.device.type!r}))",
+            **arguments,
             "setup_dataloaders": "once, use_distributed_sampler=False, move_to_device=True; evalkit's OrderedSampler "
                                  "shard, its epoch = Fabric's pass count (+ the epoch resumed in)",
             "accumulation": f"windows of {job.grad_accum} micro-batches, the last of an epoch shorter; loss / "
                             "window size; no_backward_sync on all but the window's last backward",
             "loss": "job.task.loss_fn(model(x), y) under fabric.autocast()",
-            "clip_gradients": (f"max_norm={job.grad_clip}, norm_type=2.0, error_if_nonfinite=False"
+            "clip_gradients": (", ".join(f"{k}={v}" for k, v in aligned_clipping(job).items())
                                if job.grad_clip is not None else None),
             "zero_grad": "set_to_none=True after each optimizer step",
             "scheduler": "stepped once per optimizer step",
@@ -121,12 +126,10 @@ class FabricAdapter(WrapperAdapter):
             "seed_everything": "not called: evalkit seeded the process before building the task, as for the "
                                "baseline (re-seeding would shift the RNG stream)",
         }
-        return Fabric(accelerator=accelerator, devices=job.world_size, num_nodes=1, strategy=strategy,
-                      **kwargs), scaler, explicit
+        return fabric, (scaler.build() if scaler is not None else None), explicit
 
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:
-        require("lightning", "lightning")
         fabric, scaler, explicit = self._fabric(job)
         fabric.launch()   # under torch elastic variables: joins the group, spawns nothing
         raw_model = job.task.model
@@ -171,8 +174,7 @@ class FabricAdapter(WrapperAdapter):
                         fabric.backward(loss)
                 batch_in_epoch += window
                 if job.grad_clip is not None:
-                    fabric.clip_gradients(model, optimizer, max_norm=job.grad_clip, norm_type=2.0,
-                                          error_if_nonfinite=False)
+                    fabric.clip_gradients(model, optimizer, **aligned_clipping(job))
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()

@@ -85,7 +85,6 @@ from evalkit.contract import (
     UnsupportedCombination,
     WrapperAdapter,
     jsonable,
-    require,
     same_device,
 )
 from evalkit.tasks.order import GlobalOrderSampler, ValSampler
@@ -126,6 +125,15 @@ def resolve_checkpoint(path: str) -> str:
     return last
 
 
+def _resume_point(job: TrainJob) -> tuple[str | None, int]:
+    """(the Trainer checkpoint to resume from, its step), or (None, 0)."""
+    if not job.resume_from:
+        return None, 0
+    resume = resolve_checkpoint(job.resume_from)
+    with open(os.path.join(resume, "trainer_state.json")) as fh:
+        return resume, int(json.load(fh)["global_step"])
+
+
 def _trainer_class():
     from transformers import Trainer
 
@@ -156,12 +164,12 @@ def _trainer_class():
 
 
 class HFTrainerAdapter(WrapperAdapter):
-    requires = (("transformers", "hf"), ("accelerate", "hf"))
     distributions = ("transformers", "accelerate", "torch", "safetensors", "huggingface-hub")
 
     # ------------------------------------------------------------------ arguments
-    def _arguments(self, job: TrainJob) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(TrainingArguments kwargs, the explicit settings among them) for this job and mode."""
+    def _arguments(self, job: TrainJob) -> dict[str, Any]:
+        """TrainingArguments' keyword arguments for this job and mode (in aligned mode also reported, as they are,
+        under explicit_settings)."""
         cpu = job.device.type == "cpu"
         required = {   # what the job asks for: set in both modes
             "output_dir": job.ckpt_dir, "per_device_train_batch_size": job.batch_size,
@@ -172,8 +180,9 @@ class HFTrainerAdapter(WrapperAdapter):
             "save_strategy": "steps", "save_steps": job.ckpt_every or job.max_steps, "report_to": "none",
         }
         if self.mode == "defaults":
-            return required, {}
-        explicit = {
+            return required
+        return {
+            **required,
             "seed": job.seed, "full_determinism": False, "data_seed": None,
             "dataloader_drop_last": True, "dataloader_num_workers": job.num_workers,
             "dataloader_pin_memory": job.pin_memory, "dataloader_persistent_workers": False,
@@ -195,64 +204,67 @@ class HFTrainerAdapter(WrapperAdapter):
                                    "use_seedable_sampler": False, "non_blocking": False,
                                    "gradient_accumulation_kwargs": {"sync_each_batch": False}},
         }
-        return {**required, **explicit}, {**required, **explicit}
 
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:
-        require("transformers", "hf")
-        require("accelerate", "hf")
+        arguments = self._arguments(job)
+        trainer = self._trainer(job, arguments)
+        if self.mode == "aligned":
+            self._fit_aligned(job, trainer, arguments)
+        else:
+            self._fit_defaults(job, trainer)
+        trainer.accelerator.wait_for_everyone()
+        self._effective["trainer_state"] = jsonable(vars(trainer.state))
+        self._effective["final_step"] = trainer.state.global_step if "skipped_train" not in self._effective \
+            else self._effective["start_step"]
+
+    def _trainer(self, job: TrainJob, arguments: dict[str, Any]):
+        """The Trainer on evalkit's model, loss, optimizer and scheduler, on the device evalkit chose."""
         from transformers import TrainingArguments
 
-        aligned = self.mode == "aligned"
-        kwargs, explicit = self._arguments(job)
-        args = TrainingArguments(**kwargs)
-
+        args = TrainingArguments(**arguments)
         model = job.task.model.to(job.device)
         wrapper = TaskModule(model, job.task.loss_fn)
         optimizer = job.make_optimizer(model.parameters())
         scheduler = job.make_scheduler(optimizer)
-        trainer_cls = _trainer_class()
-        trainer = trainer_cls(model=wrapper, args=args, train_dataset=job.task.train_set,
-                              eval_dataset=job.task.val_set, data_collator=collate,
-                              optimizers=(optimizer, scheduler))
-        accelerator = trainer.accelerator
+        trainer = _trainer_class()(model=wrapper, args=args, train_dataset=job.task.train_set,
+                                   eval_dataset=job.task.val_set, data_collator=collate,
+                                   optimizers=(optimizer, scheduler))
         if not same_device(args.device, job.device):
             raise UnsupportedCombination(
                 f"the Trainer chose device {args.device} but evalkit asked for {job.device} "
                 "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")
-        if aligned and job.precision.autocast_dtype is not None and not accelerator.native_amp:
+        return trainer
+
+    def _fit_aligned(self, job: TrainJob, trainer, arguments: dict[str, Any]) -> None:
+        args, accelerator = trainer.args, trainer.accelerator
+        if job.precision.autocast_dtype is not None and not accelerator.native_amp:
             raise UnsupportedCombination(
                 f"transformers Trainer does not autocast {job.precision.name} on {accelerator.device.type} "
                 "(it would silently run fp32); refused in aligned mode")
-        if aligned and args.world_size != job.world_size:
+        if args.world_size != job.world_size:
             raise UnsupportedCombination(
                 f"the Trainer sees world size {args.world_size}, evalkit launched {job.world_size}")
-
-        resume = resolve_checkpoint(job.resume_from) if job.resume_from else None
-        start_step = 0
-        if resume is not None:
-            with open(os.path.join(resume, "trainer_state.json")) as fh:
-                start_step = int(json.load(fh)["global_step"])
-        if aligned:
-            self._check_val_shards(job)
-            trainer.evalkit_job = job
-            trainer.evalkit_sampler = GlobalOrderSampler(job.train_sampler())
-            bpe = job.train_sampler().batches_per_epoch
-            start_epoch = start_step // max(1, math.ceil(bpe / job.grad_accum))   # the Trainer's epochs_trained
-            self._check_order(job, trainer, start_epoch)
-            trainer.evalkit_sampler.set_epoch(start_epoch)
-
-        self._record(job, trainer, args, explicit, resume, start_step)
-        if aligned and start_step >= job.max_steps:
+        resume, start_step = _resume_point(job)
+        self._check_val_shards(job)
+        trainer.evalkit_job = job
+        trainer.evalkit_sampler = GlobalOrderSampler(job.train_sampler())
+        bpe = job.train_sampler().batches_per_epoch
+        start_epoch = start_step // max(1, math.ceil(bpe / job.grad_accum))   # the Trainer's epochs_trained
+        self._check_order(job, trainer, start_epoch)
+        trainer.evalkit_sampler.set_epoch(start_epoch)
+        self._record(job, trainer, arguments, resume, start_step)
+        if start_step >= job.max_steps:
             # Trainer.train() checks max_steps only after an optimizer step: resumed at or past max_steps it
             # would still take one more step. The baseline takes none, so neither does aligned mode.
             self._effective["skipped_train"] = f"resumed at step {start_step} >= max_steps {job.max_steps}"
         else:
             trainer.train(resume_from_checkpoint=resume)
-        accelerator.wait_for_everyone()
-        self._effective["trainer_state"] = jsonable(vars(trainer.state))
-        self._effective["final_step"] = trainer.state.global_step if "skipped_train" not in self._effective \
-            else start_step
+
+    def _fit_defaults(self, job: TrainJob, trainer) -> None:
+        resume, start_step = _resume_point(job)
+        self._record(job, trainer, None, resume, start_step)
+        trainer.train(resume_from_checkpoint=resume)
 
     def _check_order(self, job: TrainJob, trainer, epoch: int) -> None:
         """Accelerate's sharding of the global order must reproduce evalkit's per-rank order."""
@@ -274,11 +286,11 @@ class HFTrainerAdapter(WrapperAdapter):
                 f"{job.world_size} ranks unequal batch counts {sorted(counts)} (n_val={n}, batch {job.batch_size})")
 
     # ------------------------------------------------------------------ effective config
-    def _record(self, job: TrainJob, trainer, args, explicit: dict, resume: str | None, start_step: int) -> None:
+    def _record(self, job: TrainJob, trainer, explicit: dict | None, resume: str | None, start_step: int) -> None:
         import accelerate
         import transformers
 
-        accelerator = trainer.accelerator
+        args, accelerator = trainer.args, trainer.accelerator
         report: dict[str, Any] = {
             "wrapper": "transformers.Trainer", "version": transformers.__version__,
             "accelerate_version": accelerate.__version__, "mode": self.mode,
@@ -321,7 +333,7 @@ class HFTrainerAdapter(WrapperAdapter):
             ],
         }
         report["known_deviations"] += accelerate_state_deviations(accelerator)
-        if self.mode == "defaults":
+        if explicit is None:
             report["known_deviations"] += [
                 "defaults: the Trainer's seedable random sampler seeded with seed=42 (TrainingArguments default): "
                 "the same data order for every evalkit seed",

@@ -65,14 +65,11 @@ from typing import Any
 import torch
 
 from evalkit.checkpoint import CorruptCheckpoint, capture_rng, restore_rng
-from evalkit.contract import (
-    TrainJob,
-    UnsupportedCombination,
-    WrapperAdapter,
-    require,
-)
+from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter
 
 _CKPT = re.compile(r"(?:step|checkpoint)_(\d+)\.pt$")
+# The aligned GradScaler's settings: torch's defaults, as the baseline's scaler (spelled out for the report).
+GRAD_SCALER = {"init_scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000}
 
 
 class _RNGState:
@@ -123,7 +120,6 @@ def resolve_checkpoint(path: str) -> str:
 
 
 class IgniteAdapter(WrapperAdapter):
-    requires = (("ignite", "ignite"),)
     distributions = ("pytorch-ignite", "torch")
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
@@ -132,7 +128,6 @@ class IgniteAdapter(WrapperAdapter):
         self._val_history: list[dict[str, Any]] = []
 
     def fit(self, job: TrainJob) -> None:
-        require("ignite", "ignite")
         import ignite.distributed as idist
 
         if self.mode == "defaults" and job.grad_clip is not None:
@@ -154,7 +149,8 @@ class IgniteAdapter(WrapperAdapter):
         net = idist.auto_model(model) if job.distributed else model
         optimizer = idist.auto_optim(job.make_optimizer(model.parameters()))
         scheduler = job.make_scheduler(optimizer)
-        scaler = torch.amp.GradScaler(device.type, enabled=job.precision.grad_scaler)
+        scaler_settings = {"enabled": job.precision.grad_scaler, **GRAD_SCALER}
+        scaler = torch.amp.GradScaler(device.type, **scaler_settings)
         loss_fn = job.task.loss_fn
 
         def update(engine: Engine, window: list) -> torch.Tensor:
@@ -209,13 +205,13 @@ class IgniteAdapter(WrapperAdapter):
             step = trainer.state.iteration
             data = _Windows(job, step // data.windows_per_epoch, (step % data.windows_per_epoch) * job.grad_accum)
             self._effective["resumed_from"] = os.path.abspath(path)
+        run_arguments = {"epoch_length": data.windows_per_epoch, "max_iters": job.max_steps}   # trainer.run's
         self._record(job, trainer, evaluator, checkpoint, data, net, scaler, step, explicit={
             "engine_iteration": "one optimizer step (a window of grad_accum micro-batches, shorter at epoch end)",
-            "epoch_length": data.windows_per_epoch, "max_iters": job.max_steps,
+            **run_arguments,
             "data": "evalkit's per-rank order via job.train_loader(epoch, start_batch), grouped into windows",
             "loss_division": "by the window's actual size", "ddp_no_sync": "all but the window's last micro-batch",
-            "grad_scaler": {"enabled": job.precision.grad_scaler, "init_scale": 65536.0, "growth_factor": 2.0,
-                            "backoff_factor": 0.5, "growth_interval": 2000},
+            "grad_scaler": scaler_settings,
             "clipping": "scaler.unscale_ then clip_grad_norm_(global L2) before the optimizer step",
             "autocast": job.precision.name, "scheduler": "torch scheduler.step() on ITERATION_COMPLETED, first handler",
             "validation": "create_supervised_evaluator(unwrapped model, model_fn=autocast) on job.val_loader(), "
@@ -226,7 +222,7 @@ class IgniteAdapter(WrapperAdapter):
             "process_group": backend_name(job), "seeding": "none (evalkit seeded the process)",
         })
         if step < job.max_steps:
-            trainer.run(data, max_iters=job.max_steps, epoch_length=data.windows_per_epoch)
+            trainer.run(data, **run_arguments)
         if job.distributed:
             idist.barrier()
         self._finish(trainer, checkpoint)

@@ -42,12 +42,26 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
+from adapters.calls import Call, built
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter, require
+from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter
 from evalkit.tasks.order import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"
+# What the adapter's LightningModule and loaders do in aligned mode (explicit_settings, after the Trainer's flags).
+ALIGNED_MODULE = {
+    "lr_scheduler": {"interval": "step", "frequency": 1},
+    "train_dataloader": "evalkit OrderedSampler (this rank's shard) in a DataLoader implementing "
+                        "state_dict/load_state_dict (exact mid-epoch resume)",
+    "val_dataloader": "job.val_loader() (evalkit ValSampler shard)",
+    "seed_everything": "not called: evalkit seeded the process before building the task, as for "
+                       "the baseline (re-seeding would shift the RNG stream)",
+    "checkpoint_rng": "torch/python/numpy RNG saved in on_save_checkpoint, restored in on_load_checkpoint",
+    "end_validation": "trainer.validate() after fit when the last step was not a validation step",
+    "training_loss": "job.task.loss_fn(model(x), y) in training_step (Lightning divides by "
+                     "accumulate_grad_batches)",
+}
 
 
 def lightning_precision(job: TrainJob, mode: str) -> str:
@@ -61,8 +75,25 @@ def lightning_precision(job: TrainJob, mode: str) -> str:
     return flag
 
 
+def _accelerator(job: TrainJob) -> str:
+    return "gpu" if job.device.type == "cuda" else "cpu"
+
+
+def _root_dir(job: TrainJob) -> str:
+    """Lightning's own directory, beside evalkit's checkpoint directory."""
+    return os.path.join(os.path.dirname(os.path.abspath(job.ckpt_dir)), "lightning")
+
+
+def _quick_start_loaders(job: TrainJob) -> tuple[DataLoader, DataLoader]:
+    """evalkit's global order in a plain DataLoader (Lightning shards it itself) and the validation split."""
+    global_sampler = OrderedSampler(len(job.task.train_set), job.batch_size, job.seed, 0, 1)
+    train_loader = DataLoader(job.task.train_set, batch_size=job.batch_size, sampler=global_sampler,
+                              drop_last=True, num_workers=job.num_workers)
+    return train_loader, DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
+
+
 def _classes():
-    """The LightningModule, resumable DataLoader and callback, built after `require` checked lightning."""
+    """The resumable DataLoader, the LightningModule and the callback (classes of an installed lightning)."""
     import lightning as L
 
     class ResumableLoader(DataLoader):
@@ -170,7 +201,6 @@ def _classes():
 class LightningAdapter(WrapperAdapter):
     """`trainer=lightning`: Lightning's `Trainer.fit` on evalkit's task (see the module docstring)."""
 
-    requires = (("lightning", "lightning"),)
     distributions = ("lightning", "pytorch-lightning", "lightning-utilities", "torchmetrics")
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
@@ -180,86 +210,20 @@ class LightningAdapter(WrapperAdapter):
 
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:
-        require("lightning", "lightning")
         import lightning as L
-        from lightning.pytorch.callbacks import ModelCheckpoint
-        from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
         aligned = self.mode == "aligned"
         precision = lightning_precision(job, self.mode)
         ResumableLoader, EvalkitModule, FinalCheckpoint = _classes()
-        out_dir = os.path.join(os.path.dirname(os.path.abspath(job.ckpt_dir)), "lightning")
-        accelerator = "gpu" if job.device.type == "cuda" else "cpu"
-        backend = "nccl" if job.device.type == "cuda" else "gloo"
-
         if aligned:
-            train_loader = ResumableLoader(job)
-            val_loader = job.val_loader()
-            strategy = (DDPStrategy(process_group_backend=backend, find_unused_parameters=False,
-                                    gradient_as_bucket_view=False, static_graph=False)
-                        if job.distributed else SingleDeviceStrategy(device=job.device))
-            # Validation counted in batches (Lightning's unit) across epochs; val_every=0: only at the end.
-            val_batches = (job.val_every or job.max_steps) * job.grad_accum
-            periodic = (ModelCheckpoint(dirpath=job.ckpt_dir, filename="step_{step:08d}",
-                                        auto_insert_metric_name=False, every_n_train_steps=job.ckpt_every,
-                                        save_top_k=-1, save_last=False, enable_version_counter=False,
-                                        save_on_train_epoch_end=False)
-                        if job.ckpt_every else None)
-            callbacks = [c for c in (periodic, FinalCheckpoint(job)) if c is not None]
-            flags = dict(
-                accelerator=accelerator, devices=job.world_size, num_nodes=1, strategy=strategy,
-                precision=precision, max_steps=job.max_steps, max_epochs=-1, min_steps=None, min_epochs=None,
-                max_time=None, accumulate_grad_batches=job.grad_accum,
-                gradient_clip_val=job.grad_clip, gradient_clip_algorithm="norm",
-                val_check_interval=val_batches, check_val_every_n_epoch=None, num_sanity_val_steps=0,
-                limit_train_batches=1.0, limit_val_batches=1.0, use_distributed_sampler=False,
-                reload_dataloaders_every_n_epochs=0, inference_mode=False, deterministic=False, benchmark=False,
-                sync_batchnorm=False, logger=False, enable_checkpointing=periodic is not None,
-                enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks,
-                barebones=False, default_root_dir=out_dir,
-            )
-            explicit = {k: v for k, v in flags.items() if k not in ("callbacks", "strategy")}
-            explicit.update({
-                "strategy": (f"DDPStrategy(process_group_backend={backend!r}, find_unused_parameters=False, "
-                             "gradient_as_bucket_view=False, static_graph=False)" if job.distributed
-                             else f"SingleDeviceStrategy(device={str(job.device)!r})"),
-                "callbacks": ([f"ModelCheckpoint(dirpath=ckpt_dir, filename='step_{{step:08d}}', "
-                               f"every_n_train_steps={job.ckpt_every}, save_top_k=-1)"] if periodic else [])
-                + ["FinalCheckpoint: trainer.save_checkpoint at max_steps when not a ckpt_every multiple"],
-                "lr_scheduler": {"interval": "step", "frequency": 1},
-                "train_dataloader": "evalkit OrderedSampler (this rank's shard) in a DataLoader implementing "
-                                    "state_dict/load_state_dict (exact mid-epoch resume)",
-                "val_dataloader": "job.val_loader() (evalkit ValSampler shard)",
-                "seed_everything": "not called: evalkit seeded the process before building the task, as for "
-                                   "the baseline (re-seeding would shift the RNG stream)",
-                "checkpoint_rng": "torch/python/numpy RNG saved in on_save_checkpoint, restored in "
-                                  "on_load_checkpoint",
-                "end_validation": "trainer.validate() after fit when the last step was not a validation step",
-                "training_loss": "job.task.loss_fn(model(x), y) in training_step (Lightning divides by "
-                                 "accumulate_grad_batches)",
-            })
+            train_loader, val_loader = ResumableLoader(job), job.val_loader()
+            flags = self._aligned_flags(job, precision, FinalCheckpoint)
+            explicit = {**flags, **ALIGNED_MODULE}
         else:
-            # The quick start: evalkit's global order in a plain DataLoader, Lightning shards it itself.
-            global_sampler = OrderedSampler(len(job.task.train_set), job.batch_size, job.seed, 0, 1)
-            train_loader = DataLoader(job.task.train_set, batch_size=job.batch_size, sampler=global_sampler,
-                                      drop_last=True, num_workers=job.num_workers)
-            val_loader = DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
-            periodic = (ModelCheckpoint(dirpath=job.ckpt_dir, filename="step_{step:08d}",
-                                        auto_insert_metric_name=False, every_n_train_steps=job.ckpt_every)
-                        if job.ckpt_every else None)
-            callbacks = [c for c in (periodic, FinalCheckpoint(job)) if c is not None]
-            flags = dict(accelerator=accelerator, devices=job.world_size, num_nodes=1, precision=precision,
-                         max_steps=job.max_steps, accumulate_grad_batches=job.grad_accum,
-                         gradient_clip_val=job.grad_clip,
-                         val_check_interval=job.val_every or None, check_val_every_n_epoch=None,
-                         callbacks=callbacks, default_root_dir=out_dir)
-            if not job.val_every:
-                flags.pop("val_check_interval")
-                flags.pop("check_val_every_n_epoch")
-            explicit = None
-
+            train_loader, val_loader = _quick_start_loaders(job)
+            flags, explicit = self._defaults_flags(job, precision, FinalCheckpoint), None
         module = EvalkitModule(job, aligned, train_loader)
-        trainer = L.Trainer(**flags)
+        trainer = L.Trainer(**built(flags))
         ckpt_path = latest_checkpoint(job.resume_from, f"step_*{CKPT_SUFFIX}") if job.resume_from else None
         fit_kwargs: dict[str, Any] = {}
         if ckpt_path is not None:
@@ -272,6 +236,57 @@ class LightningAdapter(WrapperAdapter):
         if trainer.global_step > module.start_step and module.last_val_step != trainer.global_step:
             trainer.validate(module, dataloaders=val_loader, verbose=False)
         self._effective = self._report(trainer, module, job, flags, explicit, ckpt_path, train_loader)
+
+    def _aligned_flags(self, job: TrainJob, precision: str, FinalCheckpoint) -> dict[str, Any]:
+        """The Trainer's arguments in aligned mode: every flag that touches the baseline's semantics (reported,
+        as they are, under explicit_settings)."""
+        from lightning.pytorch.callbacks import ModelCheckpoint
+        from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+
+        backend = "nccl" if job.device.type == "cuda" else "gloo"
+        # Validation counted in batches (Lightning's unit) across epochs; val_every=0: only at the end.
+        val_batches = (job.val_every or job.max_steps) * job.grad_accum
+        periodic = (Call(ModelCheckpoint, dirpath=job.ckpt_dir, filename="step_{step:08d}",
+                         auto_insert_metric_name=False, every_n_train_steps=job.ckpt_every, save_top_k=-1,
+                         save_last=False, enable_version_counter=False, save_on_train_epoch_end=False)
+                    if job.ckpt_every else None)
+        final = Call(FinalCheckpoint, job).described(
+            "FinalCheckpoint: trainer.save_checkpoint at max_steps when not a ckpt_every multiple")
+        flags = dict(
+            accelerator=_accelerator(job), devices=job.world_size, num_nodes=1,
+            precision=precision, max_steps=job.max_steps, max_epochs=-1, min_steps=None, min_epochs=None,
+            max_time=None, accumulate_grad_batches=job.grad_accum,
+            gradient_clip_val=job.grad_clip, gradient_clip_algorithm="norm",
+            val_check_interval=val_batches, check_val_every_n_epoch=None, num_sanity_val_steps=0,
+            limit_train_batches=1.0, limit_val_batches=1.0, use_distributed_sampler=False,
+            reload_dataloaders_every_n_epochs=0, inference_mode=False, deterministic=False, benchmark=False,
+            sync_batchnorm=False, logger=False, enable_checkpointing=periodic is not None,
+            enable_progress_bar=False, enable_model_summary=False,
+            barebones=False, default_root_dir=_root_dir(job),
+            strategy=(Call(DDPStrategy, process_group_backend=backend, find_unused_parameters=False,
+                           gradient_as_bucket_view=False, static_graph=False)
+                      if job.distributed else Call(SingleDeviceStrategy, device=str(job.device))),
+            callbacks=[c for c in (periodic, final) if c is not None],
+        )
+        return flags
+
+    def _defaults_flags(self, job: TrainJob, precision: str, FinalCheckpoint) -> dict[str, Any]:
+        """The Trainer's arguments in the quick start."""
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
+        periodic = (ModelCheckpoint(dirpath=job.ckpt_dir, filename="step_{step:08d}",
+                                    auto_insert_metric_name=False, every_n_train_steps=job.ckpt_every)
+                    if job.ckpt_every else None)
+        callbacks = [c for c in (periodic, FinalCheckpoint(job)) if c is not None]
+        flags = dict(accelerator=_accelerator(job), devices=job.world_size, num_nodes=1, precision=precision,
+                     max_steps=job.max_steps, accumulate_grad_batches=job.grad_accum,
+                     gradient_clip_val=job.grad_clip,
+                     val_check_interval=job.val_every or None, check_val_every_n_epoch=None,
+                     callbacks=callbacks, default_root_dir=_root_dir(job))
+        if not job.val_every:
+            flags.pop("val_check_interval")
+            flags.pop("check_val_every_n_epoch")
+        return flags
 
     # ------------------------------------------------------------------ what Lightning reports
     def _report(self, trainer, module, job: TrainJob, flags: dict, explicit: dict | None,
@@ -333,8 +348,7 @@ class LightningAdapter(WrapperAdapter):
             "known_deviations": self._deviations(job, trainer),
         }
         if explicit is not None:
-            report["explicit_settings"] = {k: (v if isinstance(v, (int, float, str, bool, list, dict, type(None)))
-                                               else str(v)) for k, v in explicit.items()}
+            report["explicit_settings"] = explicit
         return report
 
     def _deviations(self, job: TrainJob, trainer) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import (
+from helpers import (
     ADAPTER_RESUME,
     ADAPTER_SMALL,
     aligned_with_baseline,
@@ -26,7 +26,7 @@ from conftest import (
 )
 
 pytest.importorskip("accelerate")
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 TRAINER = ["trainer=accelerate"]
 SMALL, RESUME = ADAPTER_SMALL, ADAPTER_RESUME

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import (
+from helpers import (
     ADAPTER_RESUME,
     ADAPTER_SMALL,
     aligned_with_baseline,
@@ -27,7 +27,7 @@ from conftest import (
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 TRAINER = ["trainer=hf_trainer"]
 SMALL, RESUME = ADAPTER_SMALL, ADAPTER_RESUME

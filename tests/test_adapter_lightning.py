@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import (
+from helpers import (
     ADAPTER_SMALL,
     assert_lightning_ranks_joined,
     assert_resumed_at_step_21,
@@ -21,7 +21,7 @@ from conftest import (
     run_evalkit,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 SMALL = ADAPTER_SMALL
 TRAINER = "trainer=lightning"
 

@@ -130,16 +130,13 @@ def test_runs_without_a_scale_tag_default_by_metric():
 
 
 def test_tasks_declare_their_scale():
-    from omegaconf import OmegaConf
-
     from evalkit.tasks import catalog as tasks
 
-    cfg = OmegaConf.create({"name": "x", "in_dim": 4, "hidden": 4, "out_dim": 2, "noise": 0.1, "depth": 1,
-                            "n_train": 4, "n_val": 4, "channels": 1, "image_size": 4, "vocab_size": 8,
-                            "seq_len": 4, "n_heads": 1})
-    assert tasks.mlp_regression(cfg, 0).metric.scale == "relative"
-    assert tasks.cnn_classification(cfg, 0).metric.scale == "absolute"
-    assert tasks.tiny_lm(cfg, 0).metric.scale == "relative"
+    sizes = {"n_train": 4, "n_val": 4, "hidden": 4}
+    assert tasks.mlp_regression(0, **sizes, in_dim=4, depth=1, out_dim=2, noise=0.1).metric.scale == "relative"
+    assert tasks.cnn_classification(0, **sizes, image_size=4, channels=1, out_dim=2, noise=0.1).metric.scale == \
+        "absolute"
+    assert tasks.tiny_lm(0, **sizes, vocab_size=8, seq_len=4, depth=1, n_heads=1).metric.scale == "relative"
 
 
 # ---------------------------------------------------------------- item 8: margin=0 is refused up front

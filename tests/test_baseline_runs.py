@@ -5,9 +5,9 @@ import glob
 import os
 
 import pytest
-from conftest import job_runs, read_records, run_evalkit
+from helpers import job_runs, read_records, run_evalkit
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 SMALL = ["task.n_train=512", "task.n_val=128", "train.val_every=10"]
 
 

@@ -6,7 +6,6 @@ refusal kind and one `evalkit-eval` process show the user-facing behaviour end t
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -14,11 +13,12 @@ import typing
 from pathlib import Path
 
 import pytest
-from conftest import job_runs, run_evalkit
+from helpers import job_runs, run_evalkit
 from hydra import compose, initialize_config_module
 
-from evalkit import installs, quick
+from evalkit import quick
 from evalkit.config import RANGES, SEED_LIMIT, EvalkitConfig, config_warnings, register_configs, validate
+from evalkit.tasks.schemas import BUNDLED
 
 register_configs()
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,16 +60,20 @@ def test_flipped_gradient_and_negative_warmup_are_refused_with_key_value_range_a
     ("train.batch_size=0", ">= 1"), ("train.grad_accum=0", ">= 1"), ("train.grad_clip=0", "null or > 0"),
     ("train.max_steps=0", ">= 1"), ("train.val_every=-1", ">= 0"), ("train.ckpt_every=-1", ">= 0"),
     ("train.num_workers=-1", ">= 0"), ("task.n_train=0", ">= 1"), ("task.n_val=0", ">= 1"),
-    ("task.hidden=0", ">= 1"), ("task.depth=0", ">= 1"), ("task.in_dim=0", ">= 1"), ("task.n_heads=0", ">= 1"),
+    ("task.hidden=0", ">= 1"), ("task.depth=0", ">= 1"), ("task.in_dim=0", ">= 1"), ("task.out_dim=0", ">= 1"),
+    ("task=tiny_lm task.n_heads=0", ">= 1"), ("task=tiny_lm task.vocab_size=0", ">= 1"),
+    ("task=tiny_lm task.seq_len=0", ">= 1"), ("task=cnn_classification task.image_size=0", ">= 1"),
+    ("task=cnn_classification task.channels=0", ">= 1"),
     ("task.noise=-0.5", ">= 0"), ("task.metric_margin=0", "> 0"), ("hardware.threads=-1", ">= 0"),
-    ("distributed.world_size=0", ">= 1"), ("distributed.timeout_s=0", ">= 1"),
+    ("distributed.world_size=0", ">= 1"),
     ("tracking.flush_interval_s=0", "> 0"), ("tracking.batch_size=1001", "in [1, 1000]"),
     ("tracking.batch_size=0", "in [1, 1000]"), ("tracking.progress_interval_s=-1", "> 0"),
     ("observe.warmup_steps=-1", ">= 0"), ("seed=-1", "in [0, 2**32)"), ("repeat=-1", "in [0, 2**63)"),
 ])
 def test_each_out_of_range_value_is_one_message_naming_it(override, allowed):
+    *task, override = override.split(" ")          # a task's own setting: under that task
     key, value = override.split("=")
-    (message,) = problems(override)
+    (message,) = problems(*task, override)
     assert message.startswith(f"{key}=") and f"(allowed: {allowed})" in message and f"e.g. {key}=" in message
     assert value.strip("[]").split(",")[-1] in message
 
@@ -84,7 +88,7 @@ def test_a_huge_seed_and_an_empty_training_set_name_the_setting():    # item 20
     assert problems(f"seed={2**63}") == [f"seed={2**63} is out of range (allowed: in [0, 2**32)): set it within "
                                          "that range, e.g. seed=0"]
     assert problems("task.n_train=0") == ["task.n_train=0 is out of range (allowed: >= 1): set it within that "
-                                          "range, e.g. task.n_train=1024"]
+                                          "range, e.g. task.n_train=2048"]
 
 
 def _numeric_fields(schema: type, prefix: str = "") -> list[str]:
@@ -98,8 +102,9 @@ def _numeric_fields(schema: type, prefix: str = "") -> list[str]:
 
 
 def test_every_numeric_setting_of_the_schema_has_a_range():
-    fields = _numeric_fields(EvalkitConfig)
-    assert "train.grad_clip" in fields and "task.n_train" in fields and "seed" in fields
+    fields = {*_numeric_fields(EvalkitConfig), *(f for schema in BUNDLED.values() for f in _numeric_fields(
+        schema, "task."))}                       # each task's settings are its own schema's
+    assert "train.grad_clip" in fields and "task.n_train" in fields and "task.n_heads" in fields and "seed" in fields
     assert sorted(fields) == sorted(RANGES)
 
 
@@ -137,7 +142,47 @@ def test_a_key_added_with_plus_is_refused_with_the_closest_valid_key():
 
 
 def test_free_form_dicts_keep_accepting_new_keys():
-    assert problems("+trainer.options.enable_progress_bar=true", "+task.extra.root=/data") == []
+    assert problems("+trainer.options.enable_progress_bar=true") == []
+    assert problems(*THIRD_PARTY, "+task.extra.root=/data") == []
+
+
+# ------------------------------------------------------------------ each task's own settings
+THIRD_PARTY = ["task=third_party", "task._target_=logging.basicConfig", "task.name=mine"]   # takes **kwargs
+
+
+def test_another_tasks_setting_added_with_plus_is_refused_naming_the_tasks_settings():
+    assert problems("+task.n_heads=2") == [
+        "task.n_heads is not a setting (evalkit would ignore it): remove it; task has _target_, name, metric_margin, "
+        "n_train, n_val, in_dim, hidden, depth, out_dim, noise"]
+    assert problems("task=tiny_lm", "+task.nheads=2") == [
+        "task.nheads is not a setting (evalkit would ignore it): did you mean task.n_heads?"]
+    assert problems("+task.extra.root=/data") == [
+        "task.extra is not a setting (evalkit would ignore it): remove it; task has _target_, name, metric_margin, "
+        "n_train, n_val, in_dim, hidden, depth, out_dim, noise"]
+
+
+def test_a_third_party_builder_gets_extra_as_keywords_and_a_typo_there_is_refused():
+    mlp = ["task=third_party", "task._target_=evalkit.tasks.catalog.mlp_regression", "task.name=mlp",
+           *(f"+task.extra.{k}={v}" for k, v in (("n_train", 64), ("n_val", 32), ("in_dim", 4), ("hidden", 8),
+                                                  ("depth", 1), ("out_dim", 1)))]
+    assert problems(*mlp, "+task.extra.noise=0.1") == []
+    signature = "evalkit.tasks.catalog.mlp_regression(seed, *, n_train, n_val, in_dim, hidden, depth, out_dim, noise)"
+    assert problems(*mlp, "+task.extra.nois=0.1") == [
+        f"task.extra.nois is not an argument of {signature}: did you mean task.extra.noise?",
+        "evalkit.tasks.catalog.mlp_regression needs the argument noise: set task.extra.noise"]
+
+
+def test_a_builder_that_does_not_take_the_tasks_settings_is_refused():
+    found = problems("task._target_=evalkit.tasks.catalog.tiny_lm")       # mlp_regression's settings
+    signature = "evalkit.tasks.catalog.tiny_lm(seed, *, n_train, n_val, vocab_size, seq_len, hidden, depth, n_heads)"
+    assert found[0] == f"task.in_dim is not an argument of {signature}: remove it"
+    assert found[-1] == "evalkit.tasks.catalog.tiny_lm needs the argument n_heads: set task.n_heads"
+    assert len(found) == 6
+
+
+def test_a_third_party_task_without_a_builder_or_a_name_says_so():
+    assert problems("task=third_party") == ["task._target_ has no value: set it (task._target_=...)",
+                                            "task.name has no value: set it (task.name=...)"]
 
 
 # ------------------------------------------------------------------ item 22: warnings
@@ -150,7 +195,7 @@ def test_a_warmup_covering_every_step_is_a_warning_not_an_error():
     assert config_warnings(_compose("train.max_steps=6")) == []
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_warning_is_recorded_as_a_tag(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
@@ -197,38 +242,12 @@ def test_eval_stops_when_the_sweep_fails_before_any_job_is_recorded(tmp_path, mo
     assert "training done" not in err and not (tmp_path / "mlflow.db").exists()
 
 
-# ------------------------------------------------------------------ item 24: install hints
-@pytest.mark.parametrize("direct_url", [None, json.dumps({"url": "file:///tmp/evalkit-0.1.0-py3-none-any.whl",
-                                                          "archive_info": {}}),
-                                        json.dumps({"url": "file:///somewhere/else", "dir_info": {"editable": True}})])
-def test_a_wheel_install_is_told_to_install_the_extra_from_the_index(monkeypatch, direct_url):
-    monkeypatch.setattr(installs, "_direct_urls", lambda: iter([direct_url]))
-    assert installs.install_command("lightning") == "pip install 'evalkit[lightning]'"
-
-
-def test_an_editable_install_is_told_its_checkout(monkeypatch):
-    checkout = Path(installs.__file__).resolve().parents[2]
-    editable = json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}})
-    monkeypatch.setattr(installs, "_direct_urls", lambda: iter([None, editable]))
-    assert installs.install_command("lightning") == f"pip install -e '{checkout}[lightning]'"
-
-
-def test_every_hint_uses_the_same_command(monkeypatch):
-    from evalkit.contract import AdapterUnavailable, require
-
-    monkeypatch.setattr(installs, "_direct_urls", lambda: iter([None]))
-    with pytest.raises(AdapterUnavailable) as info:
-        require("no_such_wrapper_pkg", "nosuch")
-    assert str(info.value) == ("the 'no_such_wrapper_pkg' package is not installed: install it with "
-                               "pip install 'evalkit[nosuch]'")
-
-
 # ------------------------------------------------------------------ real processes
 def _job_runs_or_none(workdir):
     return job_runs(workdir)[1] if (workdir / "mlflow.db").exists() else []
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_an_invalid_job_records_nothing_and_the_sweep_goes_on(workdir):    # item 4
     proc = run_evalkit(workdir, "train.grad_clip=-1,1.0", *TINY, multirun=True)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
@@ -241,7 +260,7 @@ def test_an_invalid_job_records_nothing_and_the_sweep_goes_on(workdir):    # ite
     assert parent.data.tags["evalkit.jobs_failed"] == "1"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_key_added_with_plus_fails_before_anything_is_recorded(workdir):    # item 14
     proc = run_evalkit(workdir, "+train.max_step=5", *TINY)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
@@ -250,7 +269,7 @@ def test_a_key_added_with_plus_fails_before_anything_is_recorded(workdir):    # 
     assert _job_runs_or_none(workdir) == []
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_eval_stops_at_a_bad_override_before_training(workdir):    # item 15
     script = os.path.join(os.path.dirname(sys.executable), "evalkit-eval")
     command = [script] if os.path.exists(script) else [sys.executable, "-m", "evalkit.quick"]

@@ -5,8 +5,9 @@ import json
 
 import pytest
 import torch
-from conftest import job_runs, run_evalkit
+from helpers import job_runs, run_evalkit
 
+pytestmark = pytest.mark.e2e      # every test here launches evalkit
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")
 
 

@@ -9,9 +9,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import job_runs, read_records, run_evalkit
+from helpers import job_runs, read_records, run_evalkit
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 
 

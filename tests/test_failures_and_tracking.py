@@ -8,22 +8,9 @@ import subprocess
 import time
 
 import pytest
-from conftest import EVALKIT, job_runs, read_records, run_evalkit
+from helpers import EVALKIT, job_runs, read_records, run_evalkit, worker_pids
 
-pytestmark = pytest.mark.slow
-
-
-def _worker_pids(run_marker: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "evalkit.worker" in cmd and run_marker in cmd:
-                pids.append(int(entry))
-    return pids
+pytestmark = pytest.mark.e2e
 
 
 def test_sigkilled_worker_leaves_a_failed_run_with_its_records(workdir):
@@ -35,7 +22,7 @@ def test_sigkilled_worker_leaves_a_failed_run_with_its_records(workdir):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not spool.exists() or spool.read_text().count('"kind":"step"') < 30):
         time.sleep(0.2)
-    pids = _worker_pids(str(workdir / "run"))
+    pids = worker_pids(str(workdir / "run"))
     assert len(pids) == 1, pids
     os.kill(pids[0], signal.SIGKILL)
     _, stderr = proc.communicate(timeout=120)
@@ -115,7 +102,7 @@ def test_missing_wrapper_names_the_extra(workdir):
     assert proc.returncode != 0
     # the hint for this installation: `pip install -e '<checkout>[nosuch]'` from an editable checkout (as in CI),
     # `pip install 'evalkit[nosuch]'` from a wheel (tests/test_config_validation.py covers both forms)
-    from evalkit.installs import install_command
+    from evalkit.trainers import install_command
 
     hint = install_command("nosuch")
     assert hint.endswith("[nosuch]'")

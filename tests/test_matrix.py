@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import job_runs, run_evalkit
+from helpers import job_runs, run_evalkit
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 TRAINERS = ["baseline", "lightning", "fabric", "accelerate", "hf_trainer", "ignite"]
 SMALL = ["task.n_train=256", "task.n_val=64", "train.max_steps=10", "train.val_every=5"]
 

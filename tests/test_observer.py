@@ -5,18 +5,14 @@ import json
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
-from evalkit.config import TaskConfig
 from evalkit.observe.observer import Observer
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import mlp_regression
 
 
 def _task():
-    cfg = OmegaConf.merge(OmegaConf.structured(TaskConfig),
-                          {"name": "mlp", "_target_": "x", "n_train": 64, "n_val": 16, "in_dim": 4, "hidden": 8})
-    return mlp_regression(cfg, 0)
+    return mlp_regression(0, n_train=64, n_val=16, in_dim=4, hidden=8, depth=2, out_dim=1, noise=0.1)
 
 
 def _records(tmp_path):

@@ -9,7 +9,7 @@ import os
 import sys
 
 import pytest
-from conftest import job_runs, read_records, run_evalkit
+from helpers import job_runs, read_records, run_evalkit
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
@@ -167,7 +167,7 @@ def _workers_started(workdir) -> int:
     return len(glob.glob(os.path.join(workdir, "outputs", "*", "*", "worker_rank*.log")))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("overrides,message", [
     (["train.max_steps=3"], "train.max_steps=3 is not above the checkpoint's step 5 (nothing would train): resume "
                             "with train.max_steps=10, or start without resume_from"),
@@ -189,7 +189,7 @@ def test_an_incompatible_resume_is_refused_before_any_worker_starts(step5, overr
     assert _workers_started(workdir) == before
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_missing_resume_path_is_named_not_called_corrupt(step5):
     workdir, _, _, checkpoint = step5
     missing = checkpoint.replace("step_00000005", "step_00000099")
@@ -199,7 +199,7 @@ def test_a_missing_resume_path_is_named_not_called_corrupt(step5):
     assert "CorruptCheckpoint" not in proc.stderr and _workers_started(workdir) == before
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_compatible_resume_continues_and_records_where_it_came_from(step5):
     workdir, client, source, checkpoint = step5
     proc = run_evalkit(workdir, *SMALL, "train.max_steps=10", f"resume_from={checkpoint}")
@@ -297,7 +297,7 @@ def test_a_command_line_override_keeps_its_key_and_loses_its_secret():
     assert redact_override("seed=0,1") == "seed=0,1" and redact_override("--multirun") == "--multirun"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_token_shaped_options_reach_neither_params_nor_the_resolved_config(step5):
     _, client, run, _ = step5
     params = json.dumps(run.data.params)

@@ -11,9 +11,9 @@ import sys
 import time
 
 import pytest
-from conftest import EVALKIT, job_runs, read_records, run_evalkit
+from helpers import EVALKIT, job_runs, read_records, run_evalkit, worker_pids
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 TINY = ["task.n_train=64", "task.n_val=32", "train.batch_size=8", "train.val_every=0", "tracking.flush_interval_s=0.2"]
 ENDLESS = ["train.max_steps=100000", *TINY]
@@ -37,20 +37,6 @@ def _wait_for_steps(spool_file, n: int, timeout: float = 120) -> None:
     while _steps_in(spool_file) < n:
         assert time.monotonic() < deadline, f"fewer than {n} steps in {spool_file} after {timeout}s"
         time.sleep(0.2)
-
-
-def _pids_of(marker: str) -> list[int]:
-    """Worker processes whose command line names `marker` (their run directory)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "evalkit.worker" in cmd and marker in cmd:
-                found.append(int(entry))
-    return found
 
 
 def _losses(client, run) -> dict[int, float]:
@@ -174,7 +160,7 @@ def test_ctrl_c_ships_everything_and_ends_every_run_killed(workdir):
     assert sorted(_losses(client, child)) == list(range(1, _steps_in(spool) + 1))   # every spooled step
     assert len(read_records(client, child.info.run_id)) == _steps_in(spool)
     assert [a.path for a in client.list_artifacts(child.info.run_id, "logs")] == ["logs/worker_rank0.log"]
-    assert not _pids_of(str(workdir))
+    assert not worker_pids(str(workdir))
 
 
 def test_sigterm_ends_a_single_job_killed_with_its_records(workdir):
@@ -194,11 +180,11 @@ def test_sigkilled_controller_takes_its_workers_and_ship_tells_the_truth(workdir
     proc = _start(workdir, "hydra.run.dir=run", *ENDLESS)
     spool = workdir / "run" / "spool" / "records_rank0.jsonl"
     _wait_for_steps(spool, 5)
-    assert len(_pids_of(str(workdir / "run"))) == 1
+    assert len(worker_pids(str(workdir / "run"))) == 1
     proc.kill()
     proc.communicate(timeout=60)
     deadline = time.monotonic() + 20
-    while _pids_of(str(workdir / "run")):
+    while worker_pids(str(workdir / "run")):
         assert time.monotonic() < deadline, "the worker outlived its controller"
         time.sleep(0.2)
     steps = _steps_in(spool)
@@ -237,7 +223,7 @@ def test_a_killed_rank_is_named_not_its_peers_symptom(workdir):
     proc = _start(workdir, "hydra.run.dir=run", "distributed=ddp", "distributed.world_size=2", *ENDLESS)
     spool = workdir / "run" / "spool" / "records_rank1.jsonl"
     _wait_for_steps(spool, 5)
-    rank1 = [p for p in _pids_of(str(workdir / "run"))
+    rank1 = [p for p in worker_pids(str(workdir / "run"))
              if b"RANK=1\0" in open(f"/proc/{p}/environ", "rb").read()]
     assert len(rank1) == 1
     os.kill(rank1[0], signal.SIGKILL)

@@ -16,9 +16,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import conftest
+import helpers
 import pytest
-from conftest import EVALKIT, job_runs, run_evalkit
+from helpers import EVALKIT, job_runs, run_evalkit
 
 from evalkit.controller import tracking
 from evalkit.controller.launch import free_port
@@ -43,7 +43,7 @@ def unprivileged(monkeypatch) -> list[str]:
         return []
     if subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode != 0:
         pytest.skip("running as root without user namespaces: read-only folders cannot be made")
-    monkeypatch.setattr(conftest, "EVALKIT", ["unshare", "--user", *EVALKIT])
+    monkeypatch.setattr(helpers, "EVALKIT", ["unshare", "--user", *EVALKIT])
     return ["unshare", "--user"]
 
 
@@ -69,10 +69,10 @@ def recorded_job(tmp_path_factory):
 
 # --- item 8 -------------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_command_line_tracking_uri_beats_the_environment_and_is_the_recorded_param(recorded_job):
     workdir, proc = recorded_job
-    conftest.ok(proc)
+    helpers.ok(proc)
     assert not (workdir / "env.db").exists()
     from mlflow.tracking import MlflowClient
 
@@ -93,10 +93,10 @@ def test_resolve_uri_order(monkeypatch):
 
 # --- item 9 -------------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_ship_to_an_unreachable_or_wrong_store_is_one_line_at_once(recorded_job):
     workdir, proc = recorded_job
-    conftest.ok(proc)
+    helpers.ok(proc)
     started = time.monotonic()
     proc = subprocess.run([os.path.join(BIN, "evalkit-ship"), str(workdir / "run"),
                            "--tracking-uri", f"http://127.0.0.1:{free_port()}"], capture_output=True, text=True,
@@ -112,7 +112,7 @@ def test_ship_to_an_unreachable_or_wrong_store_is_one_line_at_once(recorded_job)
 
 # --- item 11 ------------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_unusable_tracking_uris_are_one_line_before_training(tmp_path, unprivileged):
     not_mlflow = subprocess.Popen([sys.executable, "-m", "http.server", str(port := free_port()),
                                    "--bind", "127.0.0.1"], cwd=tmp_path,
@@ -191,11 +191,13 @@ def test_check_sends_the_uri_or_environment_credentials_and_never_shows_the_pass
         tracking.check_reachable(f"http://127.0.0.1:{port}")
 
 
+@pytest.mark.e2e
 def test_read_only_sqlite_file_and_masked_uris(tmp_path, unprivileged):
     db = tmp_path / "mlflow.db"
     db.write_bytes(b"")
     _read_only(db)
-    code = ("import sys\nfrom evalkit.controller import tracking\ntry:\n    tracking.check_reachable('sqlite:///' + sys.argv[1])\n"
+    code = ("import sys\nfrom evalkit.controller import tracking\n"
+            "try:\n    tracking.check_reachable('sqlite:///' + sys.argv[1])\n"
             "except tracking.TrackingUnavailable as exc:\n    print(exc)")
     proc = subprocess.run([*unprivileged, sys.executable, "-c", code, str(db)], capture_output=True, text=True)
     assert f"takes no writes ({db}: Permission denied" in proc.stdout, proc.stdout + proc.stderr
@@ -215,7 +217,7 @@ def test_hydra_launcher_log_masks_the_password(caplog):
 
 # --- item 12 ------------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_read_only_launch_directory_is_one_line_unless_nothing_goes_there(tmp_path, unprivileged):
     launch, elsewhere = tmp_path / "launch", tmp_path / "elsewhere"
     launch.mkdir()
@@ -224,7 +226,7 @@ def test_read_only_launch_directory_is_one_line_unless_nothing_goes_there(tmp_pa
     try:
         line = _one_line_error(run_evalkit(launch, *TINY), "cannot create the run directory")
         assert f"({launch}: Permission denied)" in line and "run evalkit from a writable directory" in line
-        conftest.ok(run_evalkit(launch, *TINY, f"hydra.run.dir={elsewhere}/run",
+        helpers.ok(run_evalkit(launch, *TINY, f"hydra.run.dir={elsewhere}/run",
                                 f"tracking.uri=sqlite:///{elsewhere}/mlflow.db"))
         assert os.listdir(launch) == []
         (run,) = job_runs(elsewhere)[1]
@@ -241,11 +243,11 @@ def test_read_only_launch_directory_is_one_line_unless_nothing_goes_there(tmp_pa
 
 # --- item 13 ------------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_store_turning_read_only_mid_run_is_one_line_per_failure_and_one_hint(tmp_path, unprivileged):
     store = tmp_path / "store"
     store.mkdir()
-    job = subprocess.Popen([*conftest.EVALKIT, *TINY, "train.max_steps=8", "hydra.run.dir=run",
+    job = subprocess.Popen([*helpers.EVALKIT, *TINY, "train.max_steps=8", "hydra.run.dir=run",
                             "tracking.flush_interval_s=0.2", "tracking.progress_interval_s=1000",
                             f"tracking.uri=sqlite:///{store}/mlflow.db"], cwd=tmp_path,
                            env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},

@@ -10,11 +10,11 @@ import time
 import urllib.request
 
 import pytest
-from conftest import EVALKIT
+from helpers import EVALKIT
 
 from evalkit.controller.launch import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 MLFLOW = os.path.join(os.path.dirname(sys.executable), "mlflow")
 
 

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from helpers import bundled_task_arguments
 from omegaconf import OmegaConf
 
-from evalkit.config import TaskConfig, TrainConfig
+from evalkit.config import TrainConfig
 from evalkit.contract import same_device
 from evalkit.controller.tracking import flatten
 from evalkit.observe.memory import NvmlPeak, PeakSampler
@@ -17,8 +17,6 @@ from evalkit.secrets import REDACTED, redact
 from evalkit.tasks.catalog import IGNORE_INDEX, PAD_TOKEN, cnn_classification, mlp_regression, tiny_lm
 from evalkit.tasks.order import OrderedSampler, SampleIndex, ValSampler
 from evalkit.worker.optim import WarmupSchedule, make_optimizer, make_scheduler
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def test_ranks_partition_each_global_batch_and_epochs_differ():
@@ -54,8 +52,8 @@ def test_val_sampler_shards_cover_the_split_once():
 @pytest.mark.parametrize("builder,name", [(mlp_regression, "mlp_regression"),
                                           (cnn_classification, "cnn_classification"), (tiny_lm, "tiny_lm")])
 def test_tasks_are_functions_of_the_seed_and_fingerprints_recover_indices(builder, name):
-    cfg = OmegaConf.merge(OmegaConf.structured(TaskConfig), OmegaConf.load(CONF / "task" / f"{name}.yaml"))
-    a, b, c = builder(cfg, 5), builder(cfg, 5), builder(cfg, 6)
+    arguments = bundled_task_arguments(name)
+    a, b, c = builder(5, **arguments), builder(5, **arguments), builder(6, **arguments)
     for pa, pb in zip(a.model.parameters(), b.model.parameters()):
         assert torch.equal(pa, pb)
     assert not all(torch.equal(pa, pc) for pa, pc in zip(a.model.parameters(), c.model.parameters()))
@@ -81,13 +79,13 @@ def test_rows_that_a_cast_makes_equal_are_not_guessed():
 
 
 def test_tiny_lm_pads_and_ignores_pad_targets():
-    cfg = OmegaConf.merge(OmegaConf.structured(TaskConfig), OmegaConf.load(CONF / "task" / "tiny_lm.yaml"))
-    task = tiny_lm(cfg, 0)
+    arguments = bundled_task_arguments("tiny_lm")
+    task = tiny_lm(0, **arguments)
     x, y = task.train_set.tensors
     assert (x == PAD_TOKEN).any() and (y == IGNORE_INDEX).any()
     lengths = (x != PAD_TOKEN).sum(1)
     assert lengths.min() < lengths.max()                              # variable length
-    logits = torch.randn(4, x.shape[1], cfg.vocab_size)
+    logits = torch.randn(4, x.shape[1], arguments["vocab_size"])
     manual = torch.nn.functional.cross_entropy(logits[y[:4] != IGNORE_INDEX], y[:4][y[:4] != IGNORE_INDEX])
     assert torch.allclose(task.loss_fn(logits, y[:4]), manual)
 
@@ -107,7 +105,7 @@ def test_schedule_counts_optimizer_steps():
         opt.step()
         sch.step()
     assert seen == pytest.approx([0.05, 0.1, 0.1, 0.1])
-    with pytest.raises(ValueError, match="schedule"):
+    with pytest.raises(ValueError, match="^train.schedule='cosin' is not one of constant, linear, cosine$"):
         make_scheduler(opt, OmegaConf.structured(TrainConfig(schedule="cosin")))
 
 

@@ -13,11 +13,11 @@ import re
 import textwrap
 
 import pytest
-from conftest import ok, run_evalkit, store_uri
+from helpers import ok, run_evalkit, store_uri
 
 from evalkit.verdict.cli import main
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 TINY = ["task.n_train=64", "task.n_val=32", "train.batch_size=8", "train.max_steps=10", "train.val_every=5"]
 NAN_FROM_STEP = 6

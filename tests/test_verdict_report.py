@@ -60,7 +60,7 @@ def test_scenarios_file_adds_and_validates(tmp_path):
     assert "research" in scenarios and "platform" in scenarios
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"x": {"speed": 1}}))
-    with pytest.raises(ScenarioError, match="unknown dimensions"):
+    with pytest.raises(ScenarioError, match=r"bad.json: scenario 'x' names unknown dimensions \['speed'\]"):
         load_scenarios(bad)
 
 

@@ -14,11 +14,14 @@ import functools
 import math
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from evalkit.tasks.schemas import BUNDLED, TaskConfig, ThirdPartyTask, fit_problems
 
 
 @dataclass
@@ -29,27 +32,6 @@ class TrainerConfig:
     extra: str = ""                  # the pip extra that installs the wrapper ("" for the baseline)
     requires: list[str] = field(default_factory=list)  # modules that must be importable
     options: dict[str, Any] = field(default_factory=dict)  # wrapper-specific knobs
-
-
-@dataclass
-class TaskConfig:
-    _target_: str = MISSING          # import path of the task builder function
-    name: str = MISSING
-    n_train: int = 1024
-    n_val: int = 256
-    in_dim: int = 16
-    hidden: int = 64
-    depth: int = 2
-    out_dim: int = 1
-    image_size: int = 16
-    channels: int = 3
-    vocab_size: int = 64
-    seq_len: int = 32
-    n_heads: int = 2
-    noise: float = 0.1
-    metric_margin: float = 0.01      # equivalence margin of the validation metric: relative (0.01 = ±1 %) for a
-    #                                  relative-scale metric, in metric units for an absolute-scale one
-    extra: dict[str, Any] = field(default_factory=dict)  # passed to third-party task builders
 
 
 @dataclass
@@ -68,11 +50,12 @@ class PrecisionConfig:
 
 @dataclass
 class DistributedConfig:
+    """The process group's backend and timeout are each adapter's (gloo on CPU, NCCL on CUDA, the wrapper's
+    default timeout): a wrapper chooses its own, so a setting here could not reach every arm alike."""
+
     name: str = "none"               # none | ddp
     world_size: int = 1
-    backend: str = "auto"            # auto (gloo on cpu, nccl on cuda) | gloo | nccl
     master_addr: str = "127.0.0.1"
-    timeout_s: int = 300
 
 
 @dataclass
@@ -136,6 +119,9 @@ def register_configs() -> None:
         OmegaConf.register_new_resolver("evalkit_uid", process_uid)
     cs = ConfigStore.instance()
     cs.store(name="evalkit_schema", node=EvalkitConfig)
+    for name, schema in BUNDLED.items():      # named by each conf/task/<name>.yaml's defaults list
+        cs.store(name=f"{name}_schema", node=schema)
+    cs.store(group="task", name="third_party", node=ThirdPartyTask)   # `task=third_party task._target_=...`
 
 
 # ------------------------------------------------------------------ what the types cannot say
@@ -180,7 +166,7 @@ class Range:
 POSITIVE, AT_LEAST_0, AT_LEAST_1 = Range(0, low_open=True), Range(0), Range(1)
 UNIT_OPEN = Range(0, 1, high_open=True)
 TASK_SIZES = ("n_train", "n_val", "in_dim", "hidden", "depth", "out_dim", "image_size", "channels", "vocab_size",
-              "seq_len", "n_heads")
+              "seq_len", "n_heads")   # of the bundled tasks; a key the job's task lacks is not checked
 RANGES: dict[str, Range] = {
     "train.lr": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.momentum": UNIT_OPEN,
     "train.betas": Range(0, 1, high_open=True, length=2), "train.warmup_steps": AT_LEAST_0,
@@ -190,13 +176,12 @@ RANGES: dict[str, Range] = {
     **{f"task.{size}": AT_LEAST_1 for size in TASK_SIZES},
     "task.noise": AT_LEAST_0, "task.metric_margin": POSITIVE,
     "hardware.threads": AT_LEAST_0,
-    "distributed.world_size": AT_LEAST_1, "distributed.timeout_s": AT_LEAST_1,
+    "distributed.world_size": AT_LEAST_1,
     "tracking.flush_interval_s": POSITIVE, "tracking.batch_size": Range(1, 1000),
     "tracking.progress_interval_s": POSITIVE,
     "observe.warmup_steps": AT_LEAST_0,
     "seed": Range(0, SEED_LIMIT, high_open=True), "repeat": Range(0, 2**63, high_open=True),
 }
-FREE_FORM = ("trainer.options", "task.extra")   # dicts handed to third-party code: any key is accepted
 
 
 def choices() -> dict[str, tuple]:
@@ -205,8 +190,7 @@ def choices() -> dict[str, tuple]:
 
     return {"trainer.mode": MODES, "train.optimizer": ("adamw", "adam", "sgd"),
             "train.schedule": ("constant", "linear", "cosine"), "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
-            "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto"),
-            "distributed.backend": ("auto", "gloo", "nccl")}
+            "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto")}
 
 
 def validate(cfg: DictConfig) -> list[str]:
@@ -215,7 +199,10 @@ def validate(cfg: DictConfig) -> list[str]:
     from evalkit.trainers import identity_problem
 
     identity = identity_problem(cfg.trainer) if "trainer" in cfg else None
-    return [*unknown_keys(cfg), *_choice_problems(cfg), *_range_problems(cfg), *([identity] if identity else [])]
+    unknown, missing = unknown_keys(cfg), _missing_problems(cfg)
+    task_fits = not missing and not any(u.startswith("task.") for u in unknown) and "task" in cfg
+    return [*unknown, *missing, *_choice_problems(cfg), *_range_problems(cfg), *([identity] if identity else []),
+            *(fit_problems(cfg.task) if task_fits else [])]
 
 
 def unknown_keys(cfg: DictConfig) -> list[str]:
@@ -223,24 +210,33 @@ def unknown_keys(cfg: DictConfig) -> list[str]:
     return list(_unknown_keys(cfg, EvalkitConfig, ""))
 
 
+def _schema(node: Any, declared: Any) -> Any:
+    """The dataclass a config node follows: its own when it has one (a task's, named by its YAML), else the
+    declared type."""
+    own = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+    return own if dataclasses.is_dataclass(own) else declared
+
+
 def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> Iterator[str]:
     types = typing.get_type_hints(schema)
     for key in node:
         if key not in types:
             yield _unknown_key_message(f"{prefix}{key}", prefix, list(types))
-        elif dataclasses.is_dataclass(types[key]) and isinstance(node[key], DictConfig):
-            yield from _unknown_keys(node[key], types[key], f"{prefix}{key}.")
+        elif (not OmegaConf.is_missing(node, key) and isinstance(node[key], DictConfig)
+              and dataclasses.is_dataclass(sub := _schema(node[key], types[key]))):
+            yield from _unknown_keys(node[key], sub, f"{prefix}{key}.")
 
 
 def _unknown_key_message(path: str, prefix: str, known: list[str]) -> str:
-    close = closest_key(path)
-    fix = (f"did you mean {close}?" if close
+    close = difflib.get_close_matches(path.rpartition(".")[2], known, n=1)
+    fix = (f"did you mean {prefix}{close[0]}?" if close
            else f"remove it; {prefix.rstrip('.') or 'the top level'} has {', '.join(known)}")
     return f"{path} is not a setting (evalkit would ignore it): {fix}"
 
 
 def closest_key(path: str) -> str | None:
-    """The schema's key nearest to `path` in the same group (`train.max_step` -> `train.max_steps`), or None."""
+    """The schema's key nearest to `path` in the same group (`train.max_step` -> `train.max_steps`), or None.
+    Under `task.`, only the keys every task has: each task's own are in its schema (`evalkit.tasks.schemas`)."""
     *groups, name = path.split(".")
     schema: Any = EvalkitConfig
     for group in groups:
@@ -249,6 +245,11 @@ def closest_key(path: str) -> str | None:
             return None
     close = difflib.get_close_matches(name, list(typing.get_type_hints(schema)), n=1)
     return ".".join([*groups, close[0]]) if close else None
+
+
+def _missing_problems(cfg: DictConfig) -> list[str]:
+    """Settings left without a value (`???`: a third-party task's `_target_` and `name`)."""
+    return [f"{key} has no value: set it ({key}=...)" for key in sorted(OmegaConf.missing_keys(cfg))]
 
 
 CHOSEN_BY_GROUP = {"precision.name": "precision", "hardware.device": "hardware"}   # set by a group of that name
@@ -269,10 +270,24 @@ def _choice_problems(cfg: DictConfig) -> Iterator[str]:
 
 def _range_problems(cfg: DictConfig) -> Iterator[str]:
     for key, allowed in RANGES.items():
-        value = _select(cfg, key)
-        if not allowed.allows(value):
+        value = _select(cfg, key, absent=_ABSENT)
+        if value is not _ABSENT and not allowed.allows(value):
             yield (f"{key}={_show(value)} is out of range (allowed: {allowed}): "
-                   f"set it within that range, e.g. {key}={_show(_select(_defaults(), key))}")
+                   f"set it within that range{_example(cfg, key)}")
+
+
+def _example(cfg: DictConfig, key: str) -> str:
+    """`, e.g. key=<its default>`: the schema's default, or for a task's key its bundled YAML's value."""
+    value = _select(_defaults(), key, absent=_ABSENT)
+    if value is _ABSENT and key.startswith("task.") and "task" in cfg:
+        name = next((n for n, s in BUNDLED.items() if s is OmegaConf.get_type(cfg.task)), None)
+        value = _select(_bundled_task(name), key.removeprefix("task."), absent=_ABSENT) if name else _ABSENT
+    return "" if value is _ABSENT else f", e.g. {key}={_show(value)}"
+
+
+@functools.cache
+def _bundled_task(name: str) -> DictConfig:
+    return OmegaConf.load(Path(__file__).parent / "conf" / "task" / f"{name}.yaml")
 
 
 def config_warnings(cfg: DictConfig) -> list[str]:
@@ -292,9 +307,13 @@ def _defaults() -> DictConfig:
     return OmegaConf.structured(EvalkitConfig)
 
 
-def _select(cfg: DictConfig, key: str) -> Any:
+_ABSENT = object()
+
+
+def _select(cfg: DictConfig, key: str, absent: Any = None) -> Any:
+    """The value at `key`; `absent` when the config has no such key or leaves it without a value."""
     try:
-        return OmegaConf.select(cfg, key)
+        return OmegaConf.select(cfg, key, default=absent)
     except OmegaConfBaseException as exc:   # an interpolation that does not resolve
         return f"<unresolvable: {str(exc).splitlines()[0]}>"
 

@@ -4,7 +4,9 @@ An adapter runs one training wrapper on one evalkit task. evalkit owns the task,
 optimizer and scheduler factories, the clocks, the hooks and the memory readings; the adapter owns
 only the wrapper. A third-party adapter is one class with the three methods of `Adapter`, selected by
 `trainer._target_=my_pkg.MyAdapter` (or a YAML in `conf/trainer/`), constructed as
-`MyAdapter(mode=..., options=...)`.
+`MyAdapter(mode=..., options=...)`. The trainer config's `requires` (modules) and `extra` (the pip extra
+that brings them) are how evalkit knows the wrapper is installed: checked before launch and before
+construction, a missing one ends the job with the install command (`evalkit.trainers`).
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import importlib
 import json
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 import torch
 from torch.utils.data import DataLoader
@@ -58,7 +60,6 @@ class TrainJob:
     world_size: int = 1
     local_rank: int = 0
     mode: str = "aligned"           # aligned | defaults
-    options: dict[str, Any] = field(default_factory=dict)
     num_workers: int = 0
 
     @property
@@ -189,27 +190,15 @@ def distribution_versions(*names: str) -> dict[str, str]:
     return out
 
 
-def require(module: str, extra: str) -> None:
-    """Raise AdapterUnavailable naming the extra when `module` cannot be imported."""
-    import importlib.util
-
-    from evalkit.installs import install_command
-
-    if importlib.util.find_spec(module) is None:
-        raise AdapterUnavailable(f"the '{module}' package is not installed: install it with {install_command(extra)}")
-
-
 class WrapperAdapter:
-    """The part every bundled adapter shares: the wrapper's import check (`requires`: (module, extra) pairs),
-    the mode, the options, `versions()` from `distributions`, and `effective_config()` from the
-    `self._effective` report that `fit` fills in. Subclasses add `fit`."""
+    """The part every bundled adapter shares: the mode, the options, `versions()` from `distributions`, and
+    `effective_config()` from the `self._effective` report that `fit` fills in. Subclasses add `fit`. Whether
+    the wrapper is installed is the trainer config's to say (`requires`, `extra`; see `evalkit.trainers`),
+    checked by the controller before launch and by the worker before it constructs the adapter."""
 
-    requires: tuple[tuple[str, str], ...] = ()
     distributions: tuple[str, ...] = ("torch",)
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        for module, extra in self.requires:
-            require(module, extra)
         self.mode = check_mode(mode)
         self.options = dict(options or {})
         self._effective: dict[str, Any] = {}
@@ -219,12 +208,3 @@ class WrapperAdapter:
 
     def effective_config(self) -> dict[str, Any]:
         return jsonable(self._effective)
-
-
-def iter_forever(loader_factory: Callable[[int], DataLoader], start_epoch: int = 0) -> Iterator[tuple[int, Any]]:
-    """(epoch, batch) pairs over successive epochs."""
-    epoch = start_epoch
-    while True:
-        for batch in loader_factory(epoch):
-            yield epoch, batch
-        epoch += 1

@@ -9,37 +9,18 @@ multirun, one MLflow parent run), then prints the verdict table and writes the r
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
-
-from omegaconf import OmegaConf
 
 from evalkit import names
 from evalkit.controller.tracking import display_uri, resolve_uri
-from evalkit.installs import install_command
+from evalkit.trainers import installed_trainers
 
-CONF = Path(__file__).parent / "conf"
 SMOKE = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val_every=20",
          "tracking.progress_interval_s=30"]
-
-
-def installed_trainers() -> tuple[list[str], dict[str, str]]:
-    """Trainer configs whose wrapper is importable, and for the others the extra that installs them."""
-    ready, missing = [], {}
-    for path in sorted((CONF / "trainer").glob("*.yaml")):
-        trainer = OmegaConf.load(path)
-        absent = [m for m in trainer.get("requires", []) if importlib.util.find_spec(m) is None]
-        if absent:
-            missing[path.stem] = trainer.get("extra", "")
-        else:
-            ready.append(path.stem)
-    ready.sort(key=lambda name: name != "baseline")
-    return ready, missing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         trainers.insert(0, "baseline")
     unknown = [t for t in trainers if t not in ready]
     if unknown:
-        hints = ", ".join(f"{t}: {install_command(missing[t])}" if t in missing else f"{t}: no such trainer"
+        hints = ", ".join(f"{t}: {missing[t]}" if t in missing else f"{t}: no such trainer"
                           for t in unknown)
         print(f"evalkit-eval: cannot run {hints}", file=sys.stderr)
         return 2
@@ -71,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"evalkit-eval: {problem}", file=sys.stderr)
         print("evalkit-eval: nothing was trained; fix the above and run again", file=sys.stderr)
         return 2
-    for name, extra in missing.items():
-        print(f"evalkit-eval: skipping {name} (not installed: {install_command(extra)})", file=sys.stderr)
+    for name, hint in missing.items():
+        print(f"evalkit-eval: skipping {name} (not installed: {hint})", file=sys.stderr)
 
     uri = store_uri(args.overrides)
     sweep = f"quick-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import importlib.util
 import json
 import os
 import signal
@@ -29,9 +28,9 @@ from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequ
 from evalkit.controller.launch import Outcome, WorkerGroup
 from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
-from evalkit.installs import install_command
 from evalkit.secrets import redact
 from evalkit.spool import read_json
+from evalkit.trainers import not_installed
 
 
 @dataclass
@@ -50,10 +49,9 @@ def caliber(cfg: DictConfig) -> str:
 def preflight(cfg: DictConfig) -> str | None:
     """A reason the job cannot run at all (checked before launch), or None."""
     trainer = cfg.trainer
-    for module in trainer.requires:
-        if importlib.util.find_spec(module) is None:
-            fix = install_command(trainer.extra) if trainer.extra else f"install the package that provides '{module}'"
-            return f"trainer '{trainer.name}' needs the '{module}' package, which is not installed: {fix}"
+    missing = not_installed(trainer)
+    if missing:
+        return missing
     if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
         return "hardware=cuda but no CUDA device is visible: use hardware=cpu or hardware=auto"
     if runs_on_cuda(cfg) and torch.cuda.device_count() < cfg.distributed.world_size:

@@ -1,4 +1,5 @@
-"""Peak-memory readings. Each reading says how it was measured.
+"""Peak-memory readings over the measured steps (started from the optimizer step post hook of the last warm-up
+step, read at the end). Each reading says how it was measured.
 
 CPU: the process's peak RSS (VmHWM) over the measured window; writing 5 to /proc/self/clear_refs
 resets the high-water mark at the window's start (Linux). CUDA: the caching allocator's peak
@@ -21,6 +22,21 @@ class PeakWindow:
 
     start_rss: int | None
     nvml: NvmlPeak | None = None
+
+
+class PeakMemory:
+    """The observer's memory window: `start()` when the warm-up ends; `read()` the peaks since (since the
+    process's start when the run ended before the warm-up did)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.window: PeakWindow | None = None
+
+    def start(self) -> None:
+        self.window = reset_peak(self.device)
+
+    def read(self) -> dict:
+        return read_peak(self.device, self.window)
 
 
 def reset_peak(device: torch.device) -> PeakWindow:

@@ -2,6 +2,8 @@
 
 Nothing is ever downloaded: every tensor comes from a `torch.Generator` seeded from the run's seed.
 The model's initial weights depend only on the seed (`torch.manual_seed(seed)` right before it is built).
+A builder takes the seed and its own keyword arguments, which are the fields of its task's schema
+(`evalkit.tasks.schemas`) and of its YAML in `conf/task/`.
 """
 from __future__ import annotations
 
@@ -54,26 +56,27 @@ def _mse_stats(out: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
     return float(((out.float() - y) ** 2).sum()), y.numel()
 
 
-def mlp_regression(cfg, seed: int) -> Task:
+def mlp_regression(seed: int, *, n_train: int, n_val: int, in_dim: int, hidden: int, depth: int, out_dim: int,
+                   noise: float) -> Task:
     """y = tanh(x W1) w2 + noise; an MLP of `depth` hidden layers learns it. Metric: MSE (lower is better)."""
     g = _generator(seed, 1)
-    w1 = torch.randn(cfg.in_dim, cfg.hidden, generator=g) / math.sqrt(cfg.in_dim)
-    w2 = torch.randn(cfg.hidden, cfg.out_dim, generator=g) / math.sqrt(cfg.hidden)
+    w1 = torch.randn(in_dim, hidden, generator=g) / math.sqrt(in_dim)
+    w2 = torch.randn(hidden, out_dim, generator=g) / math.sqrt(hidden)
 
     def split(n: int, stream: int) -> TensorDataset:
         gs = _generator(seed, stream)
-        x = torch.randn(n, cfg.in_dim, generator=gs)
-        y = torch.tanh(x @ w1) @ w2 + cfg.noise * torch.randn(n, cfg.out_dim, generator=gs)
+        x = torch.randn(n, in_dim, generator=gs)
+        y = torch.tanh(x @ w1) @ w2 + noise * torch.randn(n, out_dim, generator=gs)
         return TensorDataset(x, y)
 
     torch.manual_seed(seed)
     layers: list[nn.Module] = []
-    width = cfg.in_dim
-    for _ in range(cfg.depth):
-        layers += [nn.Linear(width, cfg.hidden), nn.GELU()]
-        width = cfg.hidden
-    layers.append(nn.Linear(width, cfg.out_dim))
-    return Task(cfg.name, nn.Sequential(*layers), split(cfg.n_train, 2), split(cfg.n_val, 3),
+    width = in_dim
+    for _ in range(depth):
+        layers += [nn.Linear(width, hidden), nn.GELU()]
+        width = hidden
+    layers.append(nn.Linear(width, out_dim))
+    return Task("mlp_regression", nn.Sequential(*layers), split(n_train, 2), split(n_val, 3),
                 nn.MSELoss(), Metric("mse", False, _mse_stats, scale="relative"))
 
 
@@ -96,21 +99,23 @@ class SmallCNN(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
-def cnn_classification(cfg, seed: int) -> Task:
-    """Gaussian-noise images plus one fixed random pattern per class. Metric: accuracy (higher is better)."""
+def cnn_classification(seed: int, *, n_train: int, n_val: int, image_size: int, channels: int, hidden: int,
+                       out_dim: int, noise: float) -> Task:
+    """Gaussian-noise images plus one fixed random pattern per class (`out_dim` classes; `hidden`: the first
+    convolution's width). Metric: accuracy (higher is better)."""
     g = _generator(seed, 1)
-    shape = (cfg.channels, cfg.image_size, cfg.image_size)
-    patterns = torch.randn(cfg.out_dim, *shape, generator=g)
+    shape = (channels, image_size, image_size)
+    patterns = torch.randn(out_dim, *shape, generator=g)
 
     def split(n: int, stream: int) -> TensorDataset:
         gs = _generator(seed, stream)
-        y = torch.randint(cfg.out_dim, (n,), generator=gs)
-        x = 0.5 * patterns[y] + cfg.noise * torch.randn(n, *shape, generator=gs)
+        y = torch.randint(out_dim, (n,), generator=gs)
+        x = 0.5 * patterns[y] + noise * torch.randn(n, *shape, generator=gs)
         return TensorDataset(x, y)
 
     torch.manual_seed(seed)
-    model = SmallCNN(cfg.channels, cfg.hidden, cfg.out_dim)
-    return Task(cfg.name, model, split(cfg.n_train, 2), split(cfg.n_val, 3),
+    model = SmallCNN(channels, hidden, out_dim)
+    return Task("cnn_classification", model, split(n_train, 2), split(n_val, 3),
                 nn.CrossEntropyLoss(), Metric("accuracy", True, _accuracy_stats, scale="absolute"))
 
 
@@ -151,28 +156,28 @@ class TinyDecoder(nn.Module):
         return self.head(self.norm(h))
 
 
-def tiny_lm(cfg, seed: int) -> Task:
+def tiny_lm(seed: int, *, n_train: int, n_val: int, vocab_size: int, seq_len: int, hidden: int, depth: int,
+            n_heads: int) -> Task:
     """Sequences from a random first-order Markov chain, lengths uniform in [seq_len/4, seq_len],
     right-padded with PAD_TOKEN. Metric: perplexity over non-pad tokens (lower is better)."""
     g = _generator(seed, 1)
-    vocab = cfg.vocab_size
-    logits = torch.randn(vocab, vocab, generator=g) * 3.0
+    logits = torch.randn(vocab_size, vocab_size, generator=g) * 3.0
     logits[:, PAD_TOKEN] = -float("inf")
     transition = torch.softmax(logits, dim=-1)
 
     def split(n: int, stream: int) -> TensorDataset:
         gs = _generator(seed, stream)
-        rows = torch.full((n, cfg.seq_len + 1), PAD_TOKEN, dtype=torch.long)
-        lengths = torch.randint(cfg.seq_len // 4, cfg.seq_len + 2, (n,), generator=gs)
-        rows[:, 0] = torch.randint(1, vocab, (n,), generator=gs)
-        for t in range(1, cfg.seq_len + 1):
+        rows = torch.full((n, seq_len + 1), PAD_TOKEN, dtype=torch.long)
+        lengths = torch.randint(seq_len // 4, seq_len + 2, (n,), generator=gs)
+        rows[:, 0] = torch.randint(1, vocab_size, (n,), generator=gs)
+        for t in range(1, seq_len + 1):
             rows[:, t] = torch.multinomial(transition[rows[:, t - 1].clamp(min=1)], 1, generator=gs).squeeze(1)
-        rows[torch.arange(cfg.seq_len + 1) >= lengths[:, None]] = PAD_TOKEN
+        rows[torch.arange(seq_len + 1) >= lengths[:, None]] = PAD_TOKEN
         x, y = rows[:, :-1].clone(), rows[:, 1:].clone()
         y[y == PAD_TOKEN] = IGNORE_INDEX
         return TensorDataset(x, y)
 
     torch.manual_seed(seed)
-    model = TinyDecoder(vocab, cfg.seq_len, cfg.hidden, cfg.depth, cfg.n_heads)
-    return Task(cfg.name, model, split(cfg.n_train, 2), split(cfg.n_val, 3),
+    model = TinyDecoder(vocab_size, seq_len, hidden, depth, n_heads)
+    return Task("tiny_lm", model, split(n_train, 2), split(n_val, 3),
                 TokenLoss(), Metric("perplexity", False, _nll_stats, finalize="exp", scale="relative"))

@@ -25,11 +25,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
 from evalkit.contract import Adapter, AdapterUnavailable, NotAnAdapter, Precision, TrainJob, not_an_adapter
-from evalkit.installs import install_command
 from evalkit.observe.observer import Observer
 from evalkit.secrets import redact
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
+from evalkit.tasks.schemas import builder_arguments
+from evalkit.trainers import not_installed
 from evalkit.worker.optim import make_optimizer, make_scheduler
 
 
@@ -54,18 +55,23 @@ def seed_everything(seed: int) -> None:
 
 
 def build_task(cfg: DictConfig) -> Task:
+    """The task's builder called with the seed and its keyword arguments (`evalkit.tasks.schemas`)."""
     seed_everything(cfg.seed)
-    return get_method(cfg.task._target_)(cfg.task, cfg.seed)
+    return get_method(cfg.task._target_)(cfg.seed, **builder_arguments(cfg.task))
 
 
 def load_adapter(trainer: DictConfig) -> Adapter:
+    """The adapter instance, or AdapterUnavailable naming the extra when its wrapper is not installed (checked
+    here, before constructing it, from the trainer's needs in `evalkit.trainers`)."""
+    missing = not_installed(trainer)
+    if missing:
+        raise AdapterUnavailable(missing)
     try:
         cls = get_class(trainer._target_)
     except Exception as exc:  # hydra wraps the ImportError; find the missing module in the chain
-        missing = _missing_module(exc)
-        if missing and trainer.extra:
-            raise AdapterUnavailable(
-                f"trainer '{trainer.name}' needs the '{missing}' package: {install_command(trainer.extra)}") from exc
+        module = _missing_module(exc)
+        if module and trainer.extra:
+            raise AdapterUnavailable(not_installed(trainer, module)) from exc
         raise
     problem = not_an_adapter(cls, trainer._target_)
     if problem:
@@ -93,8 +99,7 @@ def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, 
         grad_clip=train.grad_clip, max_steps=train.max_steps, val_every=train.val_every,
         ckpt_every=train.ckpt_every, ckpt_dir=spec["ckpt_dir"], resume_from=spec.get("resume_from"),
         seed=cfg.seed, rank=int(os.environ.get("RANK", 0)), world_size=int(os.environ.get("WORLD_SIZE", 1)),
-        local_rank=int(os.environ.get("LOCAL_RANK", 0)), mode=cfg.trainer.mode,
-        options=OmegaConf.to_container(cfg.trainer.options, resolve=True), num_workers=train.num_workers,
+        local_rank=int(os.environ.get("LOCAL_RANK", 0)), mode=cfg.trainer.mode, num_workers=train.num_workers,
     )
 
 
