@@ -229,11 +229,8 @@ class AccelerateAdapter(WrapperAdapter):
                 if not accelerator.sync_gradients:
                     continue
                 step += 1
-                if job.should_validate(step):
-                    self._validate_aligned(job, accelerator, model)
-                if job.should_checkpoint(step):
-                    at_end = batch_in_epoch == batches_per_epoch
-                    self._save(job, accelerator, step, epoch + at_end, 0 if at_end else batch_in_epoch)
+                self._after_step(job, accelerator, step, epoch, batch_in_epoch, batches_per_epoch,
+                                 lambda: self._validate_aligned(job, accelerator, model))
                 if step >= job.max_steps:
                     break
             else:
@@ -280,11 +277,8 @@ class AccelerateAdapter(WrapperAdapter):
                 if not accelerator.sync_gradients:
                     continue
                 step += 1
-                if job.should_validate(step):
-                    self._validate_defaults(net, val_dl)
-                if job.should_checkpoint(step):
-                    at_end = batch_in_epoch == batches_per_epoch
-                    self._save(job, accelerator, step, epoch + at_end, 0 if at_end else batch_in_epoch)
+                self._after_step(job, accelerator, step, epoch, batch_in_epoch, batches_per_epoch,
+                                 lambda: self._validate_defaults(net, val_dl))
                 if step >= job.max_steps:
                     break
             else:
@@ -292,6 +286,16 @@ class AccelerateAdapter(WrapperAdapter):
         self._finish(accelerator, step)
 
     # ------------------------------------------------------------------ shared by both
+    def _after_step(self, job: TrainJob, accelerator, step: int, epoch: int, batch_in_epoch: int,
+                    batches_per_epoch: int, validate) -> None:
+        """After optimizer step `step`: validate and checkpoint at the job's cadences (the checkpoint records the
+        data position: the next epoch when this step ended one)."""
+        if job.should_validate(step):
+            validate()
+        if job.should_checkpoint(step):
+            at_end = batch_in_epoch == batches_per_epoch
+            self._save(job, accelerator, step, epoch + at_end, 0 if at_end else batch_in_epoch)
+
     @staticmethod
     def _check_device(job: TrainJob, accelerator) -> None:
         if not same_device(accelerator.device, job.device):

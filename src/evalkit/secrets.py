@@ -64,11 +64,16 @@ def _looks_random(run: str, key: str) -> bool:
     return _class_changes(run) >= RANDOM_CLASS_CHANGES
 
 
+def mask_url_passwords(text: str, mask: str = REDACTED) -> str:
+    """`text` with the password of every `scheme://user:password@host` in it replaced by `mask`."""
+    return URL_PASSWORD.sub(lambda m: f"{m.group('head')}{mask}@", text)
+
+
 def redact_text(text: str, key: str = "") -> str:
     """`text` with every credential-shaped part replaced (the rest kept); `key` names where it came from."""
     text = TOKEN_SHAPES.sub(REDACTED, text)
     text = BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    text = URL_PASSWORD.sub(lambda m: f"{m.group('head')}{REDACTED}@", text)
+    text = mask_url_passwords(text)
     return OPAQUE_RUN.sub(lambda m: REDACTED if _looks_random(m.group(0), key) else m.group(0), text)
 
 

@@ -89,7 +89,6 @@ class Controller:
         self.workers: WorkerGroup | None = None
 
     def start_run(self) -> str:
-        tracking.check_reachable(self.uri)
         exp = tracking.experiment_id(self.client, self.cfg.tracking.experiment)
         sweep_id = os.environ.get(names.SWEEP_ID_ENV)
         tags = run_tags(self.cfg, sweep_id)
@@ -214,7 +213,8 @@ class Controller:
             tags[names.VAL_METRIC_SCALE] = task.get("scale", "relative")
         tracking.set_tags(client, run_id, tags)
         records_dir = os.path.join(self.run_dir, names.RECORDS_DIR)
-        for path in shipper.write_csvs(records_dir, self._metric_name(shipper)):
+        metric_name = task.get("metric") or next((v["metric"] for v in shipper.validation_rows()), "metric")
+        for path in shipper.write_csvs(records_dir, metric_name):
             client.log_artifact(run_id, path, names.RECORDS_DIR)
         for name in ["effective_config.json", "versions.json"] + [f"summary_rank{r}.json" for r in range(world)]:
             if os.path.exists(os.path.join(spool_dir, name)):
@@ -263,11 +263,6 @@ class Controller:
         methods = {names.THROUGHPUT_METHOD: head.get("throughput_method"),
                    names.PEAK_MEM_METHOD: head.get("peak_mem_method")}
         tracking.set_tags(self.client, self.run_id, methods)
-
-    def _metric_name(self, shipper: Shipper) -> str:
-        task = read_json(os.path.join(self.run_dir, "spool"), "task.json", {})
-        return task.get("metric") or next((v["metric"] for v in shipper.validation_rows()), "metric")
-
 
 def observed_precision_tags(requested: str, summary: dict | None) -> dict[str, str]:
     """Tag the precision the observers saw next to the one requested; flag a silent substitution."""

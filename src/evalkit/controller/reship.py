@@ -30,7 +30,7 @@ def reship(run_dir: str, uri: str | None = None) -> JobResult:
     outcome = read_outcome(run_dir)
     cfg = OmegaConf.create(spec["config"])
     uri = uri or run["tracking_uri"]
-    tracking.check_reachable(uri)   # seconds; MLflow's own retries on a store that is down take minutes
+    # Opening the store checks it first: seconds, where MLflow's own retries on a store that is down take minutes.
     ctl = Controller(cfg, run_dir, uri=uri, run_id=run["run_id"])
     shipper = Shipper(ctl.client, ctl.run_id, spec["spool_dir"], cfg.distributed.world_size,
                       cfg.tracking.batch_size, shipped_through=last_shipped_step(ctl, run["tracking_uri"]))

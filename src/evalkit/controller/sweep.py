@@ -35,8 +35,7 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         uri = tracking.resolve_uri(config.tracking.uri)
-        tracking.check_reachable(uri)
-        self.client = tracking.open_client(uri)
+        self.client = tracking.open_client(uri)   # refuses an unusable store first
         sweep_id = os.environ.get(names.SWEEP_NAME_ENV) or \
             f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
         tags = {names.ROLE: names.ROLE_SWEEP, names.SWEEP_ID: sweep_id,

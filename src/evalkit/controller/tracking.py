@@ -8,7 +8,6 @@ import http.client
 import json
 import logging
 import os
-import re
 import ssl
 import time
 import urllib.error
@@ -21,15 +20,13 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from evalkit.controller.writable import write_problem
-from evalkit.secrets import redact
+from evalkit.secrets import mask_url_passwords, redact
 
 DEFAULT_URI_ENV = "EVALKIT_DEFAULT_TRACKING_URI"
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_VALUE = 6000
 MAX_TAG_VALUE = 5000
-# The password of a `scheme://user:password@host` URI, up to the last `@` of the authority.
-URI_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^/\s]*@")
 MLFLOW_API_PROBE = "/api/2.0/mlflow/experiments/search?max_results=1"
 STORE_FIX = "fix tracking.uri / MLFLOW_TRACKING_URI, or unset both to use the local store ./mlflow.db"
 
@@ -55,7 +52,7 @@ def resolve_uri(configured: str | None) -> str:
 def display_uri(text: str) -> str:
     """`text` (a URI, or a message quoting one) with the password of every `scheme://user:password@host` masked
     as `user:***@host`: the only form of a URI evalkit prints or records."""
-    return URI_PASSWORD.sub(r"\g<head>***@", str(text))
+    return mask_url_passwords(str(text), "***")
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
@@ -308,7 +305,7 @@ def open_client(uri: str, attempts: int = 5) -> MlflowClient:
                     time.sleep(0.5 * (attempt + 1))
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-    raise AssertionError("unreachable")
+    raise AssertionError("attempts must be at least 1")
 
 
 def sqlite_path(uri: str) -> str | None:
