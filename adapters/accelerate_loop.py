@@ -91,6 +91,19 @@ ALIGNED_LOOP = {
 }
 
 
+# The setting that aligns each kind of semantic finding (probe codes, or their family before the dot), reported as
+# `aligns` in the effective config; the semantic probe names it beside each finding.
+ALIGNS = {
+    "order": "a DataLoader over evalkit's global order, prepared with DataLoaderConfiguration(split_batches=False, "
+             "even_batches=True, use_seedable_sampler=False)",
+    "lr": "Accelerator(step_scheduler_with_optimizer=False) and scheduler.step() once per optimizer step "
+          "(when accelerator.sync_gradients)",
+    "sched": "Accelerator(step_scheduler_with_optimizer=False) and scheduler.step() once per optimizer step "
+             "(when accelerator.sync_gradients)",
+    "window.short_underscaled": "none: accelerator.backward divides each loss by gradient_accumulation_steps",
+    "clip": "accelerator.clip_grad_norm_(params, max_norm) when accelerator.sync_gradients",
+}
+
 def aligned_settings(job: TrainJob) -> dict[str, Any]:
     """The Accelerator's arguments in aligned mode, every configuration object as its keyword arguments (reported,
     as they are, under explicit_settings; `accelerator_arguments` builds them)."""
@@ -368,6 +381,7 @@ class AccelerateAdapter(WrapperAdapter):
         state = accelerator.state
         grad_state = accelerator.gradient_state
         report: dict[str, Any] = {
+            "aligns": ALIGNS,
             "wrapper": "accelerate", "version": accelerate.__version__, "mode": self.mode,
             "loop": "hand-written Accelerate loop (adapters/accelerate_loop.py)",
             "distributed_type": str(accelerator.distributed_type),

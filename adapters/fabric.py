@@ -46,6 +46,16 @@ PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-m
 CKPT_SUFFIX = ".ckpt"
 
 
+# The setting that aligns each kind of semantic finding (probe codes, or their family before the dot), reported as
+# `aligns` in the effective config; the semantic probe names it beside each finding.
+ALIGNS = {
+    "window.short_merged": "step on an epoch's last batch too: is_accumulating = (i + 1) % grad_accum != 0 and "
+                           "i + 1 < len(loader)",
+    "window.short_underscaled": "divide each loss by the window's actual size, not grad_accum",
+    "order": "fabric.setup_dataloaders(loader, use_distributed_sampler=False) over evalkit's sampler",
+    "clip": "fabric.clip_gradients(model, optimizer, max_norm=max_norm, error_if_nonfinite=False)",
+}
+
 def aligned_clipping(job: TrainJob) -> dict[str, Any]:
     """`fabric.clip_gradients`' arguments in aligned mode: the baseline's clipping (torch's defaults)."""
     return {"max_norm": job.grad_clip, "norm_type": 2.0, "error_if_nonfinite": False}
@@ -250,6 +260,7 @@ class FabricAdapter(WrapperAdapter):
         plugin = strategy.precision
         scaler = getattr(plugin, "scaler", None)
         report: dict[str, Any] = {
+            "aligns": ALIGNS,
             "wrapper": "lightning.fabric.Fabric", "mode": self.mode, "versions": self.versions(),
             "fabric": {
                 "strategy": type(strategy).__name__,

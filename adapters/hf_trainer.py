@@ -89,6 +89,15 @@ from evalkit.contract import (
 )
 from evalkit.tasks.order import GlobalOrderSampler, ValSampler
 
+# The setting that aligns each kind of semantic finding (probe codes, or their family before the dot), reported as
+# `aligns` in the effective config; the semantic probe names it beside each finding.
+ALIGNS = {
+    "order.fixed_seed": "TrainingArguments(seed=<the run's seed>) (or data_seed): the default seed=42 gives every "
+                        "run the same order",
+    "order": "a Trainer subclass whose get_train_dataloader (the documented hook) returns evalkit's order",
+    "lr": "optimizers=(optimizer, scheduler) with the scheduler stepped by the Trainer once per optimizer step",
+    "clip": "TrainingArguments(max_grad_norm=max_norm) (0 = off)",
+}
 
 class TaskModule(nn.Module):
     """The Trainer-facing model: evalkit's model + evalkit's loss module, returning a dict with the loss."""
@@ -292,6 +301,7 @@ class HFTrainerAdapter(WrapperAdapter):
 
         args, accelerator = trainer.args, trainer.accelerator
         report: dict[str, Any] = {
+            "aligns": ALIGNS,
             "wrapper": "transformers.Trainer", "version": transformers.__version__,
             "accelerate_version": accelerate.__version__, "mode": self.mode,
             "trainer_class": type(trainer).__name__,

@@ -64,6 +64,20 @@ ALIGNED_MODULE = {
 }
 
 
+# The Trainer setting that aligns each kind of semantic finding (probe codes, or their family before the dot),
+# reported as `aligns` in the effective config; the semantic probe names it beside each finding.
+ALIGNS = {
+    "forward.before_training": "Trainer(num_sanity_val_steps=0)",
+    "val.cadence": "Trainer(val_check_interval=val_every * accumulate_grad_batches, check_val_every_n_epoch=None) "
+                   "(counted in batches: still drifts where an epoch's batches are not a multiple of grad_accum)",
+    "lr": "configure_optimizers returning {'lr_scheduler': {'scheduler': s, 'interval': 'step', 'frequency': 1}}",
+    "sched": "configure_optimizers returning {'lr_scheduler': {'scheduler': s, 'interval': 'step', 'frequency': 1}}",
+    "order": "Trainer(use_distributed_sampler=False) and a DataLoader over evalkit's sampler",
+    "window.short_underscaled": "none with automatic optimization (each loss / accumulate_grad_batches); manual "
+                                "optimization can divide by the window's actual size",
+    "clip": "Trainer(gradient_clip_val=max_norm, gradient_clip_algorithm='norm')",
+}
+
 def lightning_precision(job: TrainJob, mode: str) -> str:
     """The Lightning precision flag for evalkit's precision; refuse what Lightning would silently change."""
     if job.precision.name not in PRECISIONS:
@@ -304,6 +318,7 @@ class LightningAdapter(WrapperAdapter):
         except Exception:  # noqa: BLE001 - a report field, never a failure
             sampler = None
         report: dict[str, Any] = {
+            "aligns": ALIGNS,
             "wrapper": "lightning.pytorch.Trainer", "mode": self.mode, "versions": self.versions(),
             "trainer": {
                 "strategy": type(strategy).__name__,

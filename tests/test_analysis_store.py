@@ -62,7 +62,7 @@ def test_read_runs_bad_inputs_raise_store_errors(fixture_store, tmp_path):
     assert not (tmp_path / "missing.db").exists()
     with pytest.raises(store.StoreError, match="^unknown experiment 'nope' at sqlite:///"):
         store.read_runs(uri, "nope")
-    with pytest.raises(store.StoreError, match="^no evalkit job runs in experiment 'evalkit'.*absent"):
+    with pytest.raises(store.StoreError, match="^no evalkit job or probe runs in experiment 'evalkit'.*absent"):
         store.read_runs(uri, "evalkit", sweep_id="absent")
     with pytest.raises(store.StoreError, match=r"^tracking URI unreachable \(http://127.0.0.1:9\)"):
         store.read_runs("http://127.0.0.1:9", "evalkit")

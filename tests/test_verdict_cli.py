@@ -113,7 +113,7 @@ def test_exit_code_gates_on_chosen_wrappers(sweep, wrappers, expected, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--experiment", "nope"], "unknown experiment 'nope'"),
-    (["--sweep-id", "absent"], "no evalkit job runs"),
+    (["--sweep-id", "absent"], "no evalkit job or probe runs"),
     (["--fail-on", "speed"], "unknown dimension"),
     (["--wrappers", "composer", "--fail-on", "functional"], "no arm for ['composer']"),
     (["--scenario", "startup"], "--scenario 'startup' unknown"),

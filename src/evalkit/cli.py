@@ -36,11 +36,16 @@ def _app(cfg: DictConfig):
         return None
     for warning in config_warnings(cfg):
         print(f"evalkit: warning: {warning}", file=sys.stderr)
-    from evalkit.controller.job import run_job  # heavy imports after Hydra has parsed the command line
-
     run_dir = HydraConfig.get().runtime.output_dir
     try:
-        result = run_job(cfg, run_dir)
+        if cfg.probe.name != "none":
+            from evalkit.probes.runner import run_probe  # heavy imports after Hydra has parsed the command line
+
+            result = run_probe(cfg, run_dir)
+        else:
+            from evalkit.controller.job import run_job
+
+            result = run_job(cfg, run_dir)
     except (TrackingUnavailable, RunDirBusy) as exc:
         print(f"evalkit: {exc}", file=sys.stderr)
         _failures.append(str(exc))

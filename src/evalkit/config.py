@@ -94,6 +94,15 @@ class ObserveConfig:
 
 
 @dataclass
+class ProbeConfig:
+    """`probe=<name>` runs a probe (its jobs are child runs of one probe run) instead of one plain job."""
+
+    name: str = "none"               # none | semantics
+    world_sizes: list[int] = field(default_factory=lambda: [1, 2])   # the world sizes the probe's jobs run at
+    clip: list[bool] = field(default_factory=lambda: [False, True])  # semantics: jobs without / with clipping
+
+
+@dataclass
 class EvalkitConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -103,6 +112,7 @@ class EvalkitConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     observe: ObserveConfig = field(default_factory=ObserveConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
     seed: int = 0
     repeat: int = 0                  # repeat index: same seed, run again (noise of the machine)
     resume_from: Optional[str] = None  # checkpoint path (or directory: its latest) to resume from
@@ -138,10 +148,11 @@ class Range:
     high_open: bool = False
     nullable: bool = False          # null is allowed too (train.grad_clip: no clipping)
     length: int | None = None       # a list of exactly this many numbers, each in the range
+    items: bool = False             # a non-empty list of any length, each number in the range
 
     def allows(self, value: Any) -> bool:
-        if self.length is not None:
-            return (isinstance(value, (list, ListConfig)) and len(value) == self.length
+        if self.length is not None or self.items:
+            return (isinstance(value, (list, ListConfig)) and len(value) == (self.length or len(value) or -1)
                     and all(self._holds(v) for v in value))
         return self.nullable if value is None else self._holds(value)
 
@@ -160,6 +171,8 @@ class Range:
             text = f"{'>' if self.low_open else '>='} {_number(self.low)}"
         if self.length is not None:
             text = f"{self.length} values, each {text}"
+        elif self.items:
+            text = f"one or more values, each {text}"
         return f"null or {text}" if self.nullable else text
 
 
@@ -179,7 +192,7 @@ RANGES: dict[str, Range] = {
     "distributed.world_size": AT_LEAST_1,
     "tracking.flush_interval_s": POSITIVE, "tracking.batch_size": Range(1, 1000),
     "tracking.progress_interval_s": POSITIVE,
-    "observe.warmup_steps": AT_LEAST_0,
+    "observe.warmup_steps": AT_LEAST_0, "probe.world_sizes": Range(1, items=True),
     "seed": Range(0, SEED_LIMIT, high_open=True), "repeat": Range(0, 2**63, high_open=True),
 }
 
@@ -187,8 +200,9 @@ RANGES: dict[str, Range] = {
 def choices() -> dict[str, tuple]:
     """The settings that take one of a few values, and those values."""
     from evalkit.contract import MODES  # the adapter contract owns the modes (imports torch: only when checking)
+    from evalkit.probes.registry import probe_names
 
-    return {"trainer.mode": MODES, "train.optimizer": ("adamw", "adam", "sgd"),
+    return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),
             "train.schedule": ("constant", "linear", "cosine"), "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
             "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto")}
 
@@ -202,7 +216,15 @@ def validate(cfg: DictConfig) -> list[str]:
     unknown, missing = unknown_keys(cfg), _missing_problems(cfg)
     task_fits = not missing and not any(u.startswith("task.") for u in unknown) and "task" in cfg
     return [*unknown, *missing, *_choice_problems(cfg), *_range_problems(cfg), *([identity] if identity else []),
-            *(fit_problems(cfg.task) if task_fits else [])]
+            *(fit_problems(cfg.task) if task_fits else []), *_probe_problems(cfg)]
+
+
+def _probe_problems(cfg: DictConfig) -> list[str]:
+    """A probe's clip list must not be empty (its world sizes are a range: `RANGES`)."""
+    probe = cfg.get("probe")
+    if probe is None or probe.name == "none":
+        return []
+    return ["probe.clip=[] runs no job: e.g. probe.clip=[false,true]"] if not probe.clip else []
 
 
 def unknown_keys(cfg: DictConfig) -> list[str]:
@@ -281,12 +303,13 @@ def _example(cfg: DictConfig, key: str) -> str:
     value = _select(_defaults(), key, absent=_ABSENT)
     if value is _ABSENT and key.startswith("task.") and "task" in cfg:
         name = next((n for n, s in BUNDLED.items() if s is OmegaConf.get_type(cfg.task)), None)
-        value = _select(_bundled_task(name), key.removeprefix("task."), absent=_ABSENT) if name else _ABSENT
+        value = _select(bundled_task(name), key.removeprefix("task."), absent=_ABSENT) if name else _ABSENT
     return "" if value is _ABSENT else f", e.g. {key}={_show(value)}"
 
 
 @functools.cache
-def _bundled_task(name: str) -> DictConfig:
+def bundled_task(name: str) -> DictConfig:
+    """A bundled task's YAML as written (conf/task/<name>.yaml, its defaults list included)."""
     return OmegaConf.load(Path(__file__).parent / "conf" / "task" / f"{name}.yaml")
 
 

@@ -24,6 +24,8 @@ SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"           # set by a caller that wants to 
 # --- tags ----------------------------------------------------------------------------------------------------
 TAG_PREFIX = "evalkit."
 ROLE, ROLE_JOB, ROLE_SWEEP, ROLE_VERDICT = "evalkit.role", "job", "sweep", "verdict"
+ROLE_PROBE, ROLE_PROBE_JOB = "probe", "probe_job"   # a probe run, and the jobs it runs (its children)
+PROBE = "evalkit.probe"                              # the probe's name, on its run
 TRAINER, MODE, TASK = "evalkit.trainer", "evalkit.mode", "evalkit.task"
 SEED, REPEAT, CALIBER = "evalkit.seed", "evalkit.repeat", "evalkit.caliber"
 PRECISION, REQUESTED_PRECISION = "evalkit.precision", "evalkit.requested_precision"
@@ -66,10 +68,25 @@ def probe_pass(dimension: str) -> str:
     return f"probe/{dimension}/pass"
 
 
+def probe_reason(dimension: str) -> str:
+    """The tag with a failed probe's reason in one line: `evalkit.probe.<dimension>.reason`."""
+    return f"evalkit.probe.{dimension}.reason"
+
+
+PROBE_ARTIFACT_DIR = "probe"   # probe/<dim>.json (every finding), probe/<dim>.md, probe/<dim>_evidence.json
+
+
 # --- artifacts -----------------------------------------------------------------------------------------------
 STEPS_CSV_NAME, VAL_CSV_NAME, MICRO_CSV_NAME = "steps_rank0.csv", "val_rank0.csv", "micro_rank0.csv"
 PARAMS_CSV_NAME = "params_rank0.csv"
 STEPS_CSV = f"{RECORDS_DIR}/{STEPS_CSV_NAME}"
+
+
+def micro_csv_name(rank: int) -> str:
+    """Each rank's micro-batch records (sample ids, mode, dtype, loss): `micro_rank<r>.csv`."""
+    return f"micro_rank{rank}.csv"
+
+
 VAL_CSV = f"{RECORDS_DIR}/{VAL_CSV_NAME}"
 
 # --- precision: config name -> the compute dtype the observers report -----------------------------------------

@@ -5,6 +5,10 @@ multirun, one MLflow parent run), then prints the verdict table and writes the r
 
     evalkit-eval                                  # every installed wrapper, 5 seeds, mlp_regression
     evalkit-eval --trainers lightning,accelerate --seeds 8 -- precision=bf16_mixed
+    evalkit-eval --probes none                    # no probe: the training sweep and its verdict only
+
+Then every probe evalkit has runs for every wrapper in both modes (`aligned`, `defaults`), as a second
+multirun under the same sweep id; the verdict reads both.
 """
 from __future__ import annotations
 
@@ -29,10 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="seeds per arm (default 5)")
     parser.add_argument("--out", default="verdict", help="report directory (default ./verdict)")
     parser.add_argument("--scenario", default="balanced", help="ranking weights: balanced, research, platform")
+    parser.add_argument("--probes", default="all",
+                        help="comma-separated probes to run after training (default: all; none: no probe)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every job (after --)")
     args = parser.parse_args(argv)
 
-    problem = argument_problem(args.seeds, args.scenario)
+    problem = argument_problem(args.seeds, args.scenario) or probes_problem(args.probes)
     if problem:
         print(f"evalkit-eval: {problem}", file=sys.stderr)
         return 2
@@ -46,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
                           for t in unknown)
         print(f"evalkit-eval: cannot run {hints}", file=sys.stderr)
         return 2
+    wrappers, probes = [t for t in trainers if t != "baseline"], selected_probes(args.probes)
     problems = job_problems(sweep_overrides(trainers, [args.seeds - 1], args.overrides))
+    if probes and wrappers and not problems:
+        problems = job_problems(probe_overrides(probes, wrappers, args.overrides))
     if problems:
         for problem in problems:
             print(f"evalkit-eval: {problem}", file=sys.stderr)
@@ -69,13 +78,24 @@ def main(argv: list[str] | None = None) -> int:
               "see above): nothing to judge", file=sys.stderr)
         return train.returncode
     print(f"evalkit-eval: training done in {time.monotonic() - started:.0f} s"
-          f"{'' if train.returncode == 0 else ' (some jobs failed: see the functional column)'}; judging...",
+          f"{'' if train.returncode == 0 else ' (some jobs failed: see the functional column)'}",
           file=sys.stderr, flush=True)
+    probed = 0
+    if probes and wrappers:
+        started = time.monotonic()
+        print(f"evalkit-eval: probes {', '.join(probes)} for {', '.join(wrappers)} in aligned and defaults mode",
+              file=sys.stderr, flush=True)
+        probe_run = subprocess.run([command[0], "-m", *probe_overrides(probes, wrappers, args.overrides)],
+                                   env={**os.environ, names.SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
+        probed = probe_run.returncode
+        print(f"evalkit-eval: probes done in {time.monotonic() - started:.0f} s"
+              f"{'' if probed == 0 else ' (some probes could not run: see above)'}", file=sys.stderr, flush=True)
+    print("evalkit-eval: judging...", file=sys.stderr, flush=True)
 
     from evalkit.verdict.cli import main as verdict
 
     code = verdict(["--tracking-uri", uri, "--sweep-id", sweep, "--out", args.out, "--scenario", args.scenario])
-    return code or (1 if train.returncode else 0)
+    return code or (1 if train.returncode or probed else 0)
 
 
 def argument_problem(seeds: int, scenario: str) -> str | None:
@@ -91,6 +111,30 @@ def argument_problem(seeds: int, scenario: str) -> str | None:
     if scenario not in scenarios:
         return f"--scenario {scenario!r} unknown; choose from {', '.join(sorted(scenarios))}"
     return None
+
+
+def selected_probes(option: str) -> list[str]:
+    from evalkit.probes.registry import probe_names
+
+    if option == "all":
+        return list(probe_names())
+    return [] if option == "none" else option.split(",")
+
+
+def probes_problem(option: str) -> str | None:
+    from evalkit.probes.registry import probe_names
+
+    unknown = [p for p in selected_probes(option) if p not in probe_names()]
+    if unknown:
+        return (f"--probes {option}: {', '.join(unknown)} is not a probe; "
+                f"choose from all, none, {', '.join(probe_names())}")
+    return None
+
+
+def probe_overrides(probes: list[str], wrappers: list[str], extra: list[str]) -> list[str]:
+    """The overrides of the probe multirun: every probe x wrapper x mode, then the user's (the probes set their
+    own task and training settings; hardware and tracking are the user's)."""
+    return [f"probe={','.join(probes)}", f"trainer={','.join(wrappers)}", "trainer.mode=aligned,defaults", *extra]
 
 
 def store_uri(overrides: list[str]) -> str:

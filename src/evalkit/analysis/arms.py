@@ -95,10 +95,23 @@ class Samples:
 
 
 def group_arms(records: list[RunRecord]) -> dict[ArmKey, Arm]:
+    """Job runs grouped by task, caliber, trainer and mode. A probe run judges the wrapper in its mode at the
+    probe's own caliber: it joins every arm of that trainer and mode, and forms an arm of its own only where
+    the store holds no job of them."""
     arms: dict[ArmKey, Arm] = {}
+    probes = [r for r in records if r.role == names.ROLE_PROBE]
     for record in records:
-        key = ArmKey(record.task, record.caliber, record.trainer, record.mode)
-        arms.setdefault(key, Arm(key)).runs.append(record)
+        if record.role != names.ROLE_PROBE:
+            key = ArmKey(record.task, record.caliber, record.trainer, record.mode)
+            arms.setdefault(key, Arm(key)).runs.append(record)
+    for probe in probes:
+        joined = [arm for key, arm in arms.items() if (key.trainer, key.mode) == (probe.trainer, probe.mode)
+                  and any(r.role == names.ROLE_JOB for r in arm.runs)]
+        if not joined:
+            own = ArmKey(probe.task, probe.caliber, probe.trainer, probe.mode)
+            joined = [arms.setdefault(own, Arm(own))]
+        for arm in joined:
+            arm.runs.append(probe)
     return dict(sorted(arms.items()))
 
 

@@ -20,7 +20,8 @@ Curves = dict[str, np.ndarray]  # CSV column name -> values, all of one length
 
 @dataclass
 class RunRecord:
-    """One MLflow run as the analyzer needs it; `steps`/`val` hold the CSV records once loaded."""
+    """One MLflow run as the analyzer needs it; `steps`/`val` hold the CSV records once loaded, and a probe
+    run's `probe_results` its parsed `probe/<dimension>.json` artifacts (plain dicts, keyed by dimension)."""
 
     run_id: str
     status: str
@@ -29,6 +30,7 @@ class RunRecord:
     artifact_uri: str = ""
     steps: Curves = field(default_factory=dict)
     val: Curves = field(default_factory=dict)
+    probe_results: dict[str, dict] = field(default_factory=dict)
 
     def tag(self, name: str, default: str = "") -> str:
         """A tag by its full name (`evalkit.names`)."""
@@ -37,6 +39,11 @@ class RunRecord:
     @property
     def role(self) -> str:
         return self.tag(names.ROLE)
+
+    @property
+    def probe(self) -> str:
+        """The probe's name on a probe run (e.g. `semantics`), empty on any other run."""
+        return self.tag(names.PROBE)
 
     @property
     def trainer(self) -> str:
@@ -91,6 +98,14 @@ class RunRecord:
     def metric_scale(self) -> str:
         """The scale the task declared for its metric (tag `evalkit.val_metric_scale`)."""
         return metric_scale(self.val_metric, self.tag(names.VAL_METRIC_SCALE))
+
+
+def probe_runs(records: list[RunRecord], dimension: str) -> list[RunRecord]:
+    """Each probe run that judged `dimension` (a parsed result or its pass metric), once, by trainer, mode and id:
+    a probe run joins several arms, so it appears several times among the arms' runs."""
+    unique = {r.run_id: r for r in records if r.role == names.ROLE_PROBE
+              and (dimension in r.probe_results or names.probe_pass(dimension) in r.metrics)}
+    return sorted(unique.values(), key=lambda r: (r.trainer, r.mode, r.run_id))
 
 
 # Runs logged before the tag existed: the built-in tasks' declarations (accuracy can be 0).

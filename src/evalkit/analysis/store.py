@@ -1,11 +1,12 @@
-"""Reading evalkit job runs back from MLflow: one paged search, then the CSV records in bulk.
+"""Reading evalkit job and probe runs back from MLflow: one paged search, then the artifacts in bulk.
 
-Curves come from the `records/*.csv` artifacts, never from per-metric history calls. A local
-artifact store (the embedded SQLite default) is read in place; any other store is downloaded with
-a thread pool.
+Curves come from the `records/*.csv` artifacts, never from per-metric history calls; a probe run's
+findings from its `probe/<dimension>.json` artifacts. A local artifact store (the embedded SQLite
+default) is read in place; any other store is downloaded with a thread pool.
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,8 @@ STEPS_CSV, VAL_CSV = names.STEPS_CSV, names.VAL_CSV
 STEP_COLUMNS = ("step", "loss", "lr", "grad_norm", "step_time_s")  # what curves and plots use
 VAL_COLUMNS = None  # all: the metric's column is named after the metric
 PAGE_SIZE = 1000
-READ_ROLES = (names.ROLE_JOB, "probe")
+READ_ROLES = (names.ROLE_JOB, names.ROLE_PROBE)
+EVIDENCE_SUFFIX = "_evidence.json"   # probe/<dim>_evidence.json: the judged jobs' records, not a result
 
 
 class StoreError(Exception):
@@ -99,7 +101,8 @@ def _record(run) -> RunRecord:
 
 
 def load_curves(client, records: list[RunRecord], workers: int = 8) -> None:
-    """Fill `steps` and `val` of every record from its CSV artifacts (missing files stay empty)."""
+    """Fill `steps` and `val` of every record from its CSV artifacts, and `probe_results` of every probe run
+    from its `probe/<dim>.json` artifacts (missing or unreadable files leave them empty)."""
     if not records:
         return
     with tempfile.TemporaryDirectory(prefix="evalkit-verdict-") as scratch:
@@ -108,6 +111,8 @@ def load_curves(client, records: list[RunRecord], workers: int = 8) -> None:
             if folder is not None:
                 record.steps = _read(folder / Path(STEPS_CSV).name, STEP_COLUMNS)
                 record.val = _read(folder / Path(VAL_CSV).name, VAL_COLUMNS)
+            if record.role == names.ROLE_PROBE:
+                record.probe_results = _probe_results(client, record, scratch)
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             list(pool.map(load, records))
@@ -119,10 +124,51 @@ def _records_folder(client, record: RunRecord, scratch: str) -> Path | None:
         return local / "records"
     try:
         dst = Path(scratch) / record.run_id
-        dst.mkdir()
+        dst.mkdir(exist_ok=True)
         return Path(client.download_artifacts(record.run_id, "records", str(dst)))
     except Exception:  # no records logged (e.g. a run that failed at start-up)
         return None
+
+
+def _probe_results(client, record: RunRecord, scratch: str) -> dict[str, dict]:
+    """dimension -> the parsed `probe/<dimension>.json` of a probe run; files that cannot be read are left out."""
+    results = {}
+    for path in _probe_files(client, record, scratch):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # missing, half-written or not JSON: the metrics still judge the run
+            continue
+        if isinstance(data, dict):
+            results[path.stem] = data
+    return results
+
+
+def _probe_files(client, record: RunRecord, scratch: str) -> list[Path]:
+    """The run's probe result files: read in place from a local store, else only these files downloaded
+    (not the evidence beside them, which can be large)."""
+    local = _local_path(record.artifact_uri)
+    if local is not None:
+        folder = local / names.PROBE_ARTIFACT_DIR
+        return sorted(p for p in folder.glob("*.json") if _is_result(p.name)) if folder.is_dir() else []
+    try:
+        listed = client.list_artifacts(record.run_id, names.PROBE_ARTIFACT_DIR)
+    except Exception:  # no probe artifacts, or the store refused: the run's metrics still judge it
+        return []
+    dst = Path(scratch) / record.run_id / "probe-results"
+    dst.mkdir(parents=True, exist_ok=True)
+    files = []
+    for item in listed:
+        if item.is_dir or not _is_result(Path(item.path).name):
+            continue
+        try:
+            files.append(Path(client.download_artifacts(record.run_id, item.path, str(dst))))
+        except Exception:  # one file the store cannot give: the others still count
+            continue
+    return files
+
+
+def _is_result(name: str) -> bool:
+    return name.endswith(".json") and not name.endswith(EVIDENCE_SUFFIX)
 
 
 def _local_path(artifact_uri: str) -> Path | None:
@@ -152,9 +198,9 @@ def read_runs(
         records = search_records(client, exp_id, sweep_id, parent_run_id)
     except Exception as exc:
         raise StoreError(f"searching runs failed: {exc}") from exc
-    if not any(r.role == names.ROLE_JOB for r in records):
+    if not records:
         scope = f" for sweep {sweep_id}" if sweep_id else ""
         scope += f" under parent run {parent_run_id}" if parent_run_id else ""
-        raise StoreError(f"no evalkit job runs in experiment {experiment!r}{scope}")
+        raise StoreError(f"no evalkit job or probe runs in experiment {experiment!r}{scope}")
     load_curves(client, records, workers)
     return client, exp_id, records

@@ -66,9 +66,9 @@ def runs_on_cuda(cfg: DictConfig) -> bool:
     return cfg.hardware.device == "cuda" or (cfg.hardware.device == "auto" and torch.cuda.is_available())
 
 
-def run_tags(cfg: DictConfig, sweep_id: str | None) -> dict[str, str]:
+def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) -> dict[str, str]:
     return {
-        names.ROLE: names.ROLE_JOB, names.TRAINER: cfg.trainer.name, names.MODE: cfg.trainer.mode,
+        names.ROLE: role, names.TRAINER: cfg.trainer.name, names.MODE: cfg.trainer.mode,
         names.TASK: cfg.task.name, names.SEED: cfg.seed, names.REPEAT: cfg.repeat,
         names.CALIBER: caliber(cfg), names.PRECISION: cfg.precision.name,
         names.REQUESTED_PRECISION: cfg.precision.name,
@@ -80,8 +80,8 @@ def run_tags(cfg: DictConfig, sweep_id: str | None) -> dict[str, str]:
 
 class Controller:
     def __init__(self, cfg: DictConfig, run_dir: str, uri: str | None = None, run_id: str | None = None,
-                 stop: StopRequest | None = None):
-        self.cfg, self.run_dir = cfg, os.path.abspath(run_dir)
+                 stop: StopRequest | None = None, role: str = names.ROLE_JOB):
+        self.cfg, self.run_dir, self.role = cfg, os.path.abspath(run_dir), role
         self.stop = stop or StopRequest()
         self.uri = uri or tracking.resolve_uri(cfg.tracking.uri)
         self.client = tracking.open_client(self.uri)
@@ -91,7 +91,7 @@ class Controller:
     def start_run(self) -> str:
         exp = tracking.experiment_id(self.client, self.cfg.tracking.experiment)
         sweep_id = os.environ.get(names.SWEEP_ID_ENV)
-        tags = run_tags(self.cfg, sweep_id)
+        tags = run_tags(self.cfg, sweep_id, self.role)
         tags.update(resume_tags(self.cfg))
         warnings = config_warnings(self.cfg)
         if warnings:
@@ -101,7 +101,8 @@ class Controller:
         cfg = self.cfg
         name = cfg.run_name or (f"{cfg.trainer.name}-{cfg.task.name}-{cfg.precision.name}"
                                 f"-ws{cfg.distributed.world_size}-s{cfg.seed}")
-        adopted = os.environ.pop("MLFLOW_RUN_ID", None) if not os.environ.get(names.PARENT_RUN_ENV) else None
+        adopted = os.environ.pop("MLFLOW_RUN_ID", None) \
+            if not os.environ.get(names.PARENT_RUN_ENV) and self.role == names.ROLE_JOB else None
         if adopted:   # `mlflow run` created the run for this entry point: record into it
             self.run_id = adopted
             tracking.set_tags(self.client, adopted, {"mlflow.runName": name, **tags})
@@ -320,16 +321,17 @@ def outcome_from_spool(spool_dir: str, world: int, errors: dict[int, str]) -> Ou
     return Outcome(codes)
 
 
-def run_job(cfg: DictConfig, run_dir: str) -> JobResult:
+def run_job(cfg: DictConfig, run_dir: str, role: str = names.ROLE_JOB) -> JobResult:
     """Run one job end to end. Never raises for a training failure: the run records it. Raises RunDirBusy
-    when another job holds `run_dir`, and `Interrupted` after recording the run on SIGINT/SIGTERM."""
+    when another job holds `run_dir`, and `Interrupted` after recording the run on SIGINT/SIGTERM. `role`:
+    the run's `evalkit.role` (a probe's jobs are `probe_job`)."""
     claim = rundir.claim_fresh(run_dir)
     if claim.archived:
         print(f"[evalkit] {run_dir} held an earlier job's files: moved to {claim.archived}", file=sys.stderr)
         cfg.resume_from = rundir.relocate(cfg.resume_from, run_dir, claim.archived)
     try:
         with StopRequest() as stop:
-            ctl = Controller(cfg, run_dir, stop=stop)
+            ctl = Controller(cfg, run_dir, stop=stop, role=role)
             try:
                 return _run(ctl, cfg, stop)
             except InterruptedAgain:        # a second signal: stop at once, the spool keeps what was not shipped

@@ -47,7 +47,7 @@ class Shipper:
         self.world_size = world_size
         self.tails = [SpoolTail(spool_dir, r) for r in range(world_size)]
         self.steps: list[dict] = []        # rank 0
-        self.micro: list[dict] = []        # rank 0
+        self.micro: dict[int, list[dict]] = defaultdict(list)   # rank -> micro-batch records
         self.val: dict[int, dict[int, dict]] = defaultdict(dict)   # step -> rank -> record
         self.params: list[dict] = []
         self._val_shipped: set[int] = set()
@@ -85,14 +85,14 @@ class Shipper:
         kind = record.get("kind")
         if kind == "val":
             self.val[record["step"]][rank] = record
+        elif kind == "micro":
+            self.micro[rank].append(record)
         elif rank != 0:
             return
         elif kind == "step":
             self.steps.append(record)
             if record["step"] > self.shipped_through:
                 self._queue.extend(step_metrics(record))
-        elif kind == "micro":
-            self.micro.append(record)
         elif kind == "skip":       # GradScaler skipped an optimizer step (inf/nan gradients)
             self.skipped += 1
             self._queue.append(metric(names.TRAIN_SKIPPED, self.skipped, record["after_step"], record.get("wall")))
@@ -119,13 +119,16 @@ class Shipper:
         steps = [{**r, "step_time_s": r.get("dt"),
                   "lr": (r.get("lr") or [None])[0]} for r in self.steps]
         val = [{"step": v["step"], "loss": v.get("loss"), metric_name: v.get("value"),
-                "samples": v.get("count"), "ranks": v.get("ranks"), "unattributed": v.get("unattributed")}
+                "samples": v.get("count"), "ranks": v.get("ranks"), "unattributed": v.get("unattributed"),
+                "batches": v.get("batches"), "train_mode_batches": v.get("train_mode")}
                for v in self.validation_rows()]
-        micro = [{**m, "ids": " ".join(map(str, m.get("ids", [])))} for m in self.micro]
         paths = [_write_csv(os.path.join(out_dir, names.STEPS_CSV_NAME), steps, STEP_COLUMNS),
                  _write_csv(os.path.join(out_dir, names.VAL_CSV_NAME), val,
-                            ["step", "loss", metric_name, "samples", "ranks", "unattributed"]),
-                 _write_csv(os.path.join(out_dir, names.MICRO_CSV_NAME), micro, MICRO_COLUMNS)]
+                            ["step", "loss", metric_name, "samples", "ranks", "unattributed", "batches",
+                             "train_mode_batches"])]
+        for rank in sorted(set(range(self.world_size)) | set(self.micro)):   # rank 0's file even when empty
+            micro = [{**m, "ids": " ".join(map(str, m.get("ids", [])))} for m in self.micro.get(rank, [])]
+            paths.append(_write_csv(os.path.join(out_dir, names.micro_csv_name(rank)), micro, MICRO_COLUMNS))
         if self.params:
             paths.append(_write_csv(os.path.join(out_dir, names.PARAMS_CSV_NAME),
                                     [{"step": p["step"], "values": " ".join(f"{v:.9g}" for v in p["values"])}
@@ -138,7 +141,9 @@ def merge_validation(records: list[dict]) -> dict:
     total = sum(r.get("sum", 0.0) for r in records)
     count = sum(r.get("count", 0) for r in records)
     merged = {"metric": records[0]["metric"], "count": count, "ranks": len(records),
-              "unattributed": sum(r.get("unattributed", 0) for r in records)}
+              "unattributed": sum(r.get("unattributed", 0) for r in records),
+              "batches": sum(r.get("batches", 0) for r in records),
+              "train_mode": sum(r.get("train_mode", 0) for r in records)}
     if count:
         merged["value"] = FINALIZERS[records[0].get("finalize", "identity")](total / count)
         merged["loss"] = sum(r.get("loss_sum", 0.0) for r in records) / count

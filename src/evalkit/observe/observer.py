@@ -40,17 +40,18 @@ class Observer:
     sample ids) are copied to the host without waiting and its records are written when the next step ends
     (or at `finish`), by which time the copy is done; waiting at each step would drain the device's queue
     and expose CPU overhead (a wrapper's) that the GPU's work normally hides. Off, every record is written
-    when its step ends.
+    when its step ends. `resuming`: the job resumes a checkpoint (step numbers continue from its state).
     """
 
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
-                 sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None):
+                 sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None,
+                 resuming: bool = False):
         self.task, self.spool, self.device = task, spool, device
         self.warmup_steps = warmup_steps
         self.deferred = device.type == "cuda" if deferred is None else deferred
         self.samples = SampleIds(task, deferred=self.deferred, enabled=sample_ids)
         self.dtypes = ComputeDtypes()
-        self.steps = StepRecords(spool, self.samples, deferred=self.deferred)
+        self.steps = StepRecords(spool, self.samples, deferred=self.deferred, resuming=resuming)
         self.validation = Validation(task, spool)
         self.clock = StepClock(device, warmup_steps)
         self.memory = PeakMemory(device)

@@ -51,8 +51,12 @@ def resumed_step(optimizer: torch.optim.Optimizer) -> tuple[int, str]:
 
 
 class StepRecords:
-    def __init__(self, spool: SpoolWriter, samples: SampleIds, *, deferred: bool):
-        self.spool, self.samples, self.deferred = spool, samples, deferred
+    """`resuming`: the job resumes from a checkpoint, so the first step's number is read off the optimizer's or
+    schedulers' state (`resumed_step`); a fresh job counts from 1 whatever state a wrapper set up before
+    training (a scheduler stepped once before the first step is the wrapper's semantics, not a resume)."""
+
+    def __init__(self, spool: SpoolWriter, samples: SampleIds, *, deferred: bool, resuming: bool = False):
+        self.spool, self.samples, self.deferred, self.resuming = spool, samples, deferred, resuming
         self.step = 0                       # optimizer steps completed, counted from the start step
         self.start_source: str | None = None
         self._micro: list[dict] = []        # micro-batches of the step in progress
@@ -89,7 +93,7 @@ class StepRecords:
     def on_step_pre(self, optimizer, args, kwargs) -> None:
         """Global optimizer step pre hook: the start step (first call), LRs, loss scale, scheduler steps."""
         if self.start_source is None:
-            self.step, self.start_source = resumed_step(optimizer)
+            self.step, self.start_source = resumed_step(optimizer) if self.resuming else (0, "fresh start")
         scale = next((s._scale for s in SCALERS if s.is_enabled() and s._scale is not None), None) \
             if SCALERS else None
         self._pre = {"lr": [g["lr"] for g in optimizer.param_groups], "scale": scale,

@@ -76,24 +76,38 @@ def _broken_reasons(broken) -> list[str]:
 
 
 def judge_probe(arm: Arm, dim: str) -> DimensionResult:
-    key = f"probe/{dim}/pass"
+    """pass/fail from the arm's `probe/<dim>/pass` metrics. A probe that counts findings shows their number and,
+    on a fail, the first one (its reason tag); otherwise how many probe runs passed."""
+    key = names.probe_pass(dim)
     runs = [r for r in arm.runs if key in r.metrics]
     if not runs:
         return DimensionResult(NOT_RUN)
     failed = [r for r in runs if r.metrics[key] < 0.5]
+    counted = [r.metrics[f"probe/{dim}/findings"] for r in runs if f"probe/{dim}/findings" in r.metrics]
     figure = f"{len(runs) - len(failed)}/{len(runs)} probes pass"
+    if counted:
+        figure = f"{int(sum(counted))} finding{'' if sum(counted) == 1 else 's'}"
+        if failed and failed[0].tags.get(names.probe_reason(dim)):
+            figure += ": " + _first_finding(failed[0].tags[names.probe_reason(dim)])
     if not failed:
         return DimensionResult(PASS, figure)
     return DimensionResult(FAIL, figure, [_probe_reason(r, dim) for r in failed])
+
+
+def _first_finding(reason: str, limit: int = 90) -> str:
+    """The first finding's words out of a reason `N finding(s); first: <line> (+M more)`, cut to `limit`."""
+    first = reason.split("first: ", 1)[-1].split(" - ", 1)[0]
+    return first if len(first) <= limit else first[:limit - 1] + "…"
 
 
 def _probe_reason(run, dim: str) -> str:
     prefix = f"probe/{dim}/"
     figures = ", ".join(f"{k[len(prefix):]}={v:g}" for k, v in sorted(run.metrics.items())
                         if k.startswith(prefix) and k != prefix + "pass")
-    why = run.tags.get(f"evalkit.probe.{dim}.reason", "")
+    why = run.tags.get(names.probe_reason(dim), "")
     parts = [p for p in (why, figures) if p]
-    return f"{dim} probe failed in run {run.run_id[:8]} (seed {run.seed})" + (": " + "; ".join(parts) if parts else "")
+    where = f"probe run {run.run_id[:8]}" + (f" (seed {run.seed})" if run.seed is not None else "")
+    return f"{dim} probe failed in {where}" + (": " + "; ".join(parts) if parts else "")
 
 
 def judge_consistency(comparisons: list[Comparison], divergence: int | None, why_not: str = "") -> DimensionResult:

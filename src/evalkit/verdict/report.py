@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import math
 from dataclasses import dataclass, field
 
 from evalkit.analysis import finite
 from evalkit.analysis.compare import EQUIVALENCE, NONFINITE, RELATIVE, Comparison
+from evalkit.analysis.records import RunRecord
 from evalkit.verdict.build import Verdict, row_label
 from evalkit.verdict.dimensions import DIMENSIONS, amount, level_text, margin_text, spread_text
-from evalkit.verdict.plots import Plot
+from evalkit.verdict.plots import SEMANTICS, Plot, semantic_probe_runs
 from evalkit.verdict.table import arm_cells, dimension_cells, fail_reasons
 
 METHOD = (
@@ -37,7 +39,7 @@ METHOD = (
 
 @dataclass
 class Block:
-    kind: str                      # "h2" | "text" | "table" | "list" | "plot"
+    kind: str                      # "h2" | "h3" | "text" | "table" | "list" | "plot"
     text: str = ""
     headers: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
@@ -52,11 +54,83 @@ def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
     out += _ranking(verdict)
     reasons = fail_reasons(verdict)
     out += [Block("h2", "Reasons for every fail"), Block("list", rows=[[r] for r in reasons] or [["none"]])]
+    out += _semantic_findings(semantic_probe_runs(verdict))
     out += [Block("h2", "Stability and noise warnings"),
             Block("list", rows=[[w] for w in verdict.warnings] or [["none"]])]
-    out += [Block("h2", "Plots")] + [b for p in plots for b in (Block("text", p.title), Block("plot", plot=p))]
+    out += [Block("h2", "Plots")] + [b for p in plots for b in _plot_blocks(p)]
     out += [Block("h2", "Comparisons"), _comparison_table(verdict), Block("h2", "Method"), Block("text", METHOD)]
     return out
+
+
+def _plot_blocks(plot: Plot) -> list[Block]:
+    return [Block("text", plot.title), Block("plot", plot=plot)] + ([Block("text", plot.caption)] if plot.caption
+                                                                     else [])
+
+
+FINDING_HEADERS = ["#", "finding", "first step", "job", "expected", "observed", "size", "explained by",
+                   "align with", "adapter says"]
+
+
+def _semantic_findings(runs: list[RunRecord]) -> list[Block]:
+    """Per semantic probe run: pass/fail and the number of findings, every finding in a table, the notes."""
+    out = [Block("h2", "Semantic findings")]
+    if not runs:
+        return out + [Block("list", rows=[["none: no semantics probe run among the runs read"]])]
+    twins = {(r.trainer, r.mode) for r in runs if sum((o.trainer, o.mode) == (r.trainer, r.mode) for o in runs) > 1}
+    for run in runs:
+        result = run.probe_results.get(SEMANTICS)
+        findings = [f for f in (result or {}).get("findings") or [] if isinstance(f, dict)]
+        where = f" (probe run {run.run_id[:8]})" if (run.trainer, run.mode) in twins else ""
+        if result is None:   # the metrics judged it, the findings file could not be read
+            count = run.metrics.get(f"probe/{SEMANTICS}/findings")
+            counted = "findings unknown" if count is None else _findings_text(int(count))
+            out += [Block("h3", f"{run.trainer}/{run.mode}: {_passed_text(run, None)}, {counted}{where}"),
+                    Block("text", f"probe/{SEMANTICS}.json of probe run {run.run_id[:8]} could not be read; "
+                                  "its verdict cell comes from the run's metrics.")]
+            continue
+        out.append(Block("h3", f"{run.trainer}/{run.mode}: {_passed_text(run, result)}, "
+                               f"{_findings_text(len(findings))}{where}"))
+        if findings:
+            out.append(Block("table", headers=FINDING_HEADERS,
+                             rows=[_finding_row(i, f) for i, f in enumerate(findings, start=1)]))
+        notes = [_value(n) for n in result.get("notes") or [] if _value(n)]
+        if notes:
+            out.append(Block("list", rows=[[n] for n in notes]))
+    return out
+
+
+def _passed_text(run: RunRecord, result: dict | None) -> str:
+    passed = result.get("passed") if result is not None else None
+    if passed is None:
+        metric = run.metrics.get(f"probe/{SEMANTICS}/pass")
+        passed = None if metric is None else metric >= 0.5
+    return "result unknown" if passed is None else ("pass" if passed else "fail")
+
+
+def _findings_text(n: int) -> str:
+    return f"{n} finding{'' if n == 1 else 's'}"
+
+
+def _finding_row(i: int, f: dict) -> list[str]:
+    explained = [_value(e) for e in f.get("explained_by") or [] if _value(e)]
+    return [str(i), _value(f.get("title") or f.get("code")), _value(f.get("first_step")), _value(f.get("job")),
+            _value(f.get("expected")), _value(f.get("observed")), _value(f.get("size")),
+            "; ".join(explained) or "unexplained", _value(f.get("knob")), _value(f.get("declared"))]
+
+
+def _value(v) -> str:
+    """A finding's field as one line of text: numbers to 4 significant digits, lists and objects as JSON."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return _num(v, "{:.4g}")
+    if isinstance(v, (list, dict)):
+        text = json.dumps(v, default=str, separators=(", ", ": "))
+    else:
+        text = str(v)
+    return " ".join(text.split())
 
 
 def _ranking(verdict: Verdict) -> list[Block]:
@@ -105,6 +179,8 @@ def render_markdown(title: str, parts: list[Block], plot_dir: str = "plots") -> 
     for b in parts:
         if b.kind == "h2":
             lines += [f"## {b.text}", ""]
+        elif b.kind == "h3":
+            lines += [f"### {b.text}", ""]
         elif b.kind == "text":
             lines += [b.text, ""]
         elif b.kind == "list":
@@ -133,8 +209,8 @@ def _cell(text: str) -> str:
 def render_html(title: str, parts: list[Block]) -> str:
     body = [f"<h1>{html.escape(title)}</h1>"]
     for b in parts:
-        if b.kind == "h2":
-            body.append(f"<h2>{html.escape(b.text)}</h2>")
+        if b.kind in ("h2", "h3"):
+            body.append(f"<{b.kind}>{html.escape(b.text)}</{b.kind}>")
         elif b.kind == "text":
             body.append(f"<p>{html.escape(b.text).replace('**', '')}</p>")
         elif b.kind == "list":

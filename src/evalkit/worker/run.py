@@ -125,7 +125,8 @@ def run(job_dir: str) -> int:
                                            "higher_is_better": task.metric.higher_is_better,
                                            "scale": task.metric.scale})
         observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
-                            sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params).attach()
+                            sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
+                            resuming=bool(spec.get("resume_from"))).attach()
         adapter.fit(make_job(cfg, task, device, spec))
         spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **observer.finish()})
         if rank == 0:

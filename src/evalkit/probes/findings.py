@@ -1,0 +1,113 @@
+"""What a probe's judge returns: findings with their evidence, and the pass/fail of its dimension.
+
+A judge is a pure function from its jobs' stored records (`probes.evidence.JobEvidence`) to a `ProbeResult`.
+The probe runner logs the result on the probe run: `probe/<dim>/pass`, each figure as `probe/<dim>/<name>`,
+the reason tag, `probe/<dim>.json` (this module's `to_json`) and `probe/<dim>.md` (`to_markdown`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+UNEXPLAINED = "unexplained"
+
+
+@dataclass
+class Finding:
+    """One way the wrapper's training differed from the oracle's, first seen at `first_step`.
+
+    `code` names the difference for machines (e.g. `lr.per_micro_batch`), `title` for people. `explained_by`
+    lists every alternative semantics that reproduces the observation (named in plain words); empty means
+    nothing explains it: the finding stays, marked unexplained. `knob` is the wrapper setting that aligns it,
+    where one exists. `evidence` holds the series behind it (per step), for the report's plots."""
+
+    code: str
+    title: str
+    job: str                              # the plan's name of the job it was seen in (e.g. "ws2-clip")
+    first_step: int | None
+    expected: Any = None
+    observed: Any = None
+    size: str = ""                        # how large, in words and numbers ("update 3.00x expected")
+    explained_by: list[str] = field(default_factory=list)
+    knob: str = ""
+    declared: str = ""                    # what the adapter's own report says about it ("" when silent)
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def unexplained(self) -> bool:
+        return not self.explained_by
+
+    def line(self) -> str:
+        """The finding in one line: what, where it first shows, how large, why, the knob."""
+        where = f" from step {self.first_step}" if self.first_step is not None else ""
+        parts = [f"{self.title}{where} [{self.job}]"]
+        if self.size:
+            parts.append(self.size)
+        parts.append("explained by: " + "; ".join(self.explained_by) if self.explained_by else UNEXPLAINED)
+        if self.knob:
+            parts.append(f"align with: {self.knob}")
+        return " - ".join(parts)
+
+
+@dataclass
+class ProbeResult:
+    """A judge's answer for one wrapper and mode."""
+
+    dimension: str                        # semantics, functional, stability, ...
+    passed: bool
+    findings: list[Finding] = field(default_factory=list)
+    figures: dict[str, float] = field(default_factory=dict)   # logged as probe/<dim>/<name>
+    notes: list[str] = field(default_factory=list)            # what was checked, what could not be
+    series: dict[str, dict[str, list]] = field(default_factory=dict)   # job -> column -> values (plots)
+
+    @property
+    def reason(self) -> str:
+        """One line for the verdict: the number of findings and the first one (empty when it passes)."""
+        if self.passed:
+            return ""
+        if not self.findings:
+            return self.notes[0] if self.notes else "failed"
+        more = f" (+{len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+        return f"{len(self.findings)} finding(s); first: {self.findings[0].line()}{more}"
+
+    def to_json(self) -> str:
+        return json.dumps(_finite(asdict(self)), indent=1, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ProbeResult":
+        data = json.loads(text)
+        data["findings"] = [Finding(**f) for f in data.get("findings", [])]
+        return cls(**data)
+
+    def to_markdown(self, title: str) -> str:
+        lines = [f"# {title}", "", f"**{self.dimension}: {'pass' if self.passed else 'fail'}** "
+                 f"({len(self.findings)} finding(s))", ""]
+        if self.findings:
+            lines += ["| # | finding | first step | job | size | explained by | align with |",
+                      "|---|---|---|---|---|---|---|"]
+            for i, f in enumerate(self.findings, 1):
+                lines.append(f"| {i} | {_cell(f.title)} | {'' if f.first_step is None else f.first_step} | "
+                             f"{f.job} | {_cell(f.size)} | {_cell('; '.join(f.explained_by) or UNEXPLAINED)} | "
+                             f"{_cell(f.knob)} |")
+            lines.append("")
+        if self.figures:
+            lines += ["Figures: " + ", ".join(f"{k}={v:g}" for k, v in sorted(self.figures.items())), ""]
+        lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or inf: they become null (a figure that could not be computed)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

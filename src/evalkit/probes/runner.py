@@ -1,0 +1,174 @@
+"""Run one probe for one wrapper and mode: a probe run in MLflow, its jobs as child runs, then the judge.
+
+The probe run carries `evalkit.role=probe`, the probe's name, the trainer, mode, task and caliber; under a sweep
+it is a child of the sweep's parent run. Each planned job is an ordinary evalkit job (same controller, same
+observers) recorded as a child of the probe run with `evalkit.role=probe_job`, so the verdict never mixes it
+with the sweep's own jobs. The judge reads the jobs back from the store (`evidence.load_job`) and its result
+is logged on the probe run: `probe/<dim>/pass`, its figures, the reason tag, `probe/<dim>.json`,
+`probe/<dim>.md` and the evidence it judged (`probe/<dim>_evidence.json`, to judge again offline).
+"""
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import tempfile
+import traceback
+
+from omegaconf import DictConfig, OmegaConf
+
+from evalkit import names
+from evalkit.config import validate
+from evalkit.controller import tracking
+from evalkit.controller.job import JobResult, run_job, run_tags
+from evalkit.probes.base import PlannedJob, Probe
+from evalkit.probes.evidence import JobEvidence, load_job, save_fixture
+from evalkit.probes.findings import ProbeResult
+from evalkit.probes.registry import load_probe
+
+
+def probe_job_config(cfg: DictConfig, probe: Probe, job: PlannedJob) -> DictConfig:
+    """The config of one of the probe's jobs: the probe's config on the probe's task (its bundled settings, as
+    `task=<name>` would compose them), with the plan's settings, no probe."""
+    child = copy.deepcopy(cfg)
+    OmegaConf.set_struct(child, False)
+    task = probe.task(cfg)
+    if child.task.name != task:
+        child.task = bundled_task_config(task)
+    for key, value in job.overrides.items():
+        OmegaConf.update(child, key, value, merge=False)
+    child.probe.name = "none"
+    child.run_name = f"{probe.name}-{cfg.trainer.name}-{cfg.trainer.mode}-{job.name}"
+    OmegaConf.set_struct(child, True)
+    return child
+
+
+def bundled_task_config(name: str) -> DictConfig:
+    """The task node `task=<name>` composes: its conf/task YAML merged into its schema."""
+    from evalkit.config import bundled_task
+    from evalkit.tasks.schemas import BUNDLED
+
+    written = OmegaConf.to_container(bundled_task(name))
+    written.pop("defaults", None)
+    return OmegaConf.merge(OmegaConf.structured(BUNDLED[name]), written)
+
+
+class ProbeRun:
+    def __init__(self, cfg: DictConfig, run_dir: str):
+        self.cfg, self.run_dir = cfg, os.path.abspath(run_dir)
+        self.probe = load_probe(cfg.probe.name)
+        self.uri = tracking.resolve_uri(cfg.tracking.uri)
+        self.client = tracking.open_client(self.uri)
+        self.run_id: str | None = None
+
+    def start(self) -> str:
+        cfg, probe = self.cfg, self.probe
+        tags = run_tags(cfg, os.environ.get(names.SWEEP_ID_ENV), role=names.ROLE_PROBE)
+        tags.update({names.PROBE: probe.name, names.TASK: probe.task(cfg), names.CALIBER: probe.caliber(cfg),
+                     names.SEED: None, names.REPEAT: None, names.WORLD_SIZE: None, names.VAL_METRIC_MARGIN: None})
+        if os.environ.get(names.PARENT_RUN_ENV):
+            tags["mlflow.parentRunId"] = os.environ[names.PARENT_RUN_ENV]
+        name = f"probe-{probe.name}-{cfg.trainer.name}-{cfg.trainer.mode}"
+        adopted = os.environ.pop("MLFLOW_RUN_ID", None) if not os.environ.get(names.PARENT_RUN_ENV) else None
+        if adopted:   # `mlflow run` created the run for this entry point: the probe records into it
+            self.run_id = adopted
+            tracking.set_tags(self.client, adopted, {"mlflow.runName": name, **tags})
+        else:
+            exp = tracking.experiment_id(self.client, cfg.tracking.experiment)
+            self.run_id = self.client.create_run(exp, run_name=name, tags={k: str(v) for k, v in tags.items()
+                                                                          if v is not None}).info.run_id
+        tracking.log_params(self.client, self.run_id, tracking.flatten(
+            {"probe": OmegaConf.to_container(cfg.probe), "trainer": OmegaConf.to_container(cfg.trainer),
+             "seed": cfg.seed, "hardware": cfg.hardware.name}))
+        return self.run_id
+
+    def run_jobs(self) -> tuple[list[JobEvidence], list[str]]:
+        """Every planned job, phase after phase, each recorded as a child run and read back from the store."""
+        done: dict[str, JobEvidence] = {}
+        notes: list[str] = []
+        previous_parent = os.environ.get(names.PARENT_RUN_ENV)
+        os.environ[names.PARENT_RUN_ENV] = self.run_id
+        try:
+            while True:
+                jobs, found = self.probe.plan(self.cfg, done)
+                notes += [n for n in found if n not in notes]
+                if not jobs:
+                    break
+                for job in jobs:
+                    done[job.name] = self._run_one(job)
+        finally:
+            if previous_parent is None:
+                os.environ.pop(names.PARENT_RUN_ENV, None)
+            else:
+                os.environ[names.PARENT_RUN_ENV] = previous_parent
+        return list(done.values()), notes
+
+    def _run_one(self, job: PlannedJob) -> JobEvidence:
+        child = probe_job_config(self.cfg, self.probe, job)
+        problems = validate(child)
+        if problems:
+            raise ValueError(f"the {self.probe.name} probe's job {job.name} has an invalid config: {problems[0]}")
+        print(f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: job {job.name}",
+              file=sys.stderr, flush=True)
+        result: JobResult = run_job(child, os.path.join(self.run_dir, job.name), role=names.ROLE_PROBE_JOB)
+        return load_job(self.client, result.run_id, job.name)
+
+    def record(self, result: ProbeResult, jobs: list[JobEvidence]) -> None:
+        dim, client, run_id = result.dimension, self.client, self.run_id
+        points = [tracking.metric(names.probe_pass(dim), 1.0 if result.passed else 0.0, 0)]
+        points += [tracking.metric(f"probe/{dim}/{k}", float(v), 0) for k, v in sorted(result.figures.items())
+                   if v is not None]
+        tracking.log_metrics(client, run_id, points)
+        tags = {names.probe_reason(dim): result.reason or None}
+        versions = next((j.tags for j in jobs if j.tags.get(names.WRAPPER_VERSION)), {})
+        for key in (names.WRAPPER_VERSION, names.TORCH_VERSION):
+            tags[key] = versions.get(key)
+        tracking.set_tags(client, run_id, tags)
+        title = f"{self.probe.name} probe: {self.cfg.trainer.name}/{self.cfg.trainer.mode}"
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in ((f"{dim}.json", result.to_json()), (f"{dim}.md", result.to_markdown(title))):
+                with open(os.path.join(tmp, name), "w") as fh:
+                    fh.write(text)
+                client.log_artifact(run_id, os.path.join(tmp, name), names.PROBE_ARTIFACT_DIR)
+            evidence = os.path.join(tmp, f"{dim}_evidence.json")
+            save_fixture(jobs, evidence)
+            client.log_artifact(run_id, evidence, names.PROBE_ARTIFACT_DIR)
+
+
+def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
+    """Run the probe `cfg.probe.name` for `cfg.trainer` end to end; the probe run ends FINISHED when the judge
+    ran (whatever it found), FAILED when the probe itself could not run, KILLED on an interrupt."""
+    runner = ProbeRun(cfg, run_dir)
+    run_id = runner.start()
+    try:
+        jobs, notes = runner.run_jobs()
+        result = runner.probe.judge(jobs)
+        result.notes = notes + result.notes
+        runner.record(result, jobs)
+    except KeyboardInterrupt:
+        tracking.set_tags(runner.client, run_id, {names.FAILURE_REASON: "interrupted"})
+        runner.client.set_terminated(run_id, "KILLED")
+        raise
+    except Exception as exc:  # noqa: BLE001 - the probe run records why it could not judge, with the traceback
+        reason = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+        tracking.set_tags(runner.client, run_id, {names.FAILURE_REASON: " ".join(reason.split())[:500]})
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "probe_traceback.txt")
+            with open(path, "w") as fh:
+                fh.write(traceback.format_exc())
+            runner.client.log_artifact(run_id, path, "failure")
+        runner.client.set_terminated(run_id, "FAILED")
+        return JobResult(run_id, False, reason, "FAILED")
+    runner.client.set_terminated(run_id, "FINISHED")
+    print(summary_line(cfg, result, run_id), file=sys.stderr, flush=True)
+    return JobResult(run_id, True, status="FINISHED")
+
+
+def summary_line(cfg: DictConfig, result: ProbeResult, run_id: str) -> str:
+    head = f"[evalkit] {result.dimension} probe {cfg.trainer.name}/{cfg.trainer.mode}: "
+    if result.passed:
+        return head + f"pass (run {run_id})"
+    lines = [head + f"fail, {len(result.findings)} finding(s) (run {run_id})"]
+    lines += [f"  - {f.line()}" for f in result.findings]
+    return "\n".join(lines)

@@ -1,0 +1,144 @@
+"""Direct checks of a job's records: step count, validation cadence and mode, forwards no step accounts for,
+training mode, precision; and the adapter's own words about a difference (`declared`)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from evalkit.probes.evidence import JobEvidence
+from evalkit.probes.findings import Finding
+from evalkit.probes.semantics.oracle import Caliber, expected_val_steps
+
+KEYWORDS = {                          # code prefix -> words a known_deviations line uses about it
+    "lr": ("schedul", "lr", "warm"), "sched": ("schedul",), "loss": ("loss", "accumul"),
+    "window": ("window", "accumul", "epoch end", "last batch"), "clip": ("clip",), "wd": ("decay",),
+    "ddp": ("ddp", "rank", "reduc"), "order": ("order", "sampler", "shuffl"), "val": ("validat",),
+    "forward": ("sanity", "validat", "forward"), "steps": ("max_steps", "steps"), "precision": ("precision", "dtype"),
+    "micro": ("train mode", "eval"), "update": ("update", "optimi"),
+}
+
+
+def declared_lookup(effective: dict) -> Callable[[str], str]:
+    """code -> the first known_deviations line that clearly talks about it ("" when none does)."""
+    lines = [str(line) for line in effective.get("known_deviations", []) or []]
+
+    def declared(code: str) -> str:
+        words = KEYWORDS.get(code.split(".")[0], KEYWORDS.get(code.split(".")[-1], ()))
+        return next((line for line in lines if any(w in line.lower() for w in words)), "")
+    return declared
+
+
+def aligning_setting(effective: dict, code: str) -> str:
+    """The setting the adapter reports (`aligns`) as aligning findings of `code`: by the code, else its family."""
+    aligns = effective.get("aligns") or {}
+    return str(aligns.get(code) or aligns.get(code.split(".")[0]) or "")
+
+
+def check_steps(job: str, cal: Caliber, rows: list[dict], declared) -> list[Finding]:
+    steps = sorted(int(r["step"]) for r in rows)
+    if not steps or steps[-1] == cal.max_steps:
+        return []
+    code = "steps.extra" if steps[-1] > cal.max_steps else "steps.fewer"
+    first = cal.max_steps + 1 if code == "steps.extra" else steps[-1] + 1   # the first step too many or missing
+    return [Finding(code=code, title=f"{'more' if code == 'steps.extra' else 'fewer'} optimizer steps than max_steps",
+                    job=job, first_step=first, expected=cal.max_steps, observed=steps[-1],
+                    size=f"{steps[-1]} steps vs max_steps={cal.max_steps}",
+                    explained_by=[f"the run took {steps[-1]} optimizer steps"], knob="max_steps = evalkit's "
+                    "train.max_steps (optimizer steps, not micro-batches or epochs)", declared=declared(code))]
+
+
+def _micro_before(rows: list[dict]) -> dict[int, int]:
+    total, out = 0, {0: 0}
+    for row in sorted(rows, key=lambda r: r["step"]):
+        total += int(row.get("micro_batches") or 0)
+        out[int(row["step"])] = total
+    return out
+
+
+def _every_micro_batches(micro: dict[int, int], every: int, before_step: bool = False) -> set[int]:
+    """Steps completed when validation runs after every `every`-th micro-batch: mid-window, the step before; on a
+    window's last micro-batch, after its optimizer step (or before it, `before_step`)."""
+    out = set()
+    steps = sorted(micro)
+    for before, k in zip(steps, steps[1:]):
+        for m in range(micro[before] + 1, micro[k] + 1):
+            if m % every == 0:
+                out.add(k if m == micro[k] and not before_step else before)
+    return out
+
+
+def check_validation(job: str, cal: Caliber, rows: list[dict], val: list[dict], declared) -> list[Finding]:
+    findings = []
+    seen = [int(v["step"]) for v in val]
+    if 0 in seen:
+        findings.append(Finding(code="forward.before_training", title="validation forwards before the first step",
+                                job=job, first_step=0, expected="no forward before step 1",
+                                observed=f"{seen.count(0)} validation run(s) at step 0",
+                                size=f"{next(v for v in val if v['step'] == 0).get('batches')} batch(es) at step 0",
+                                explained_by=["a validation 'sanity check' before training"],
+                                knob="sanity-check validation off (num_sanity_val_steps=0)",
+                                declared=declared("forward.before_training")))
+    after = [s for s in seen if s > 0]
+    last = max((int(r["step"]) for r in rows), default=cal.max_steps)
+    expected = expected_val_steps(replace(cal, max_steps=last))   # "and after the last step": the one it took
+    if sorted(set(after)) != expected or len(after) != len(set(after)):
+        micro = _micro_before(rows)
+        words = []
+        for every in sorted({cal.val_every, cal.val_every * cal.grad_accum, cal.grad_accum}):
+            for before_step, when in ((False, ""), (True, ", before the window's optimizer step")):
+                if every and _every_micro_batches(micro, every, before_step) | {cal.max_steps} == set(after):
+                    words.append(f"validation every {every} micro-batches{when} (and at the end)")
+                    break
+        first = min(set(after) ^ set(expected)) if set(after) != set(expected) else after[0]
+        findings.append(Finding(code="val.cadence", title="validation after other steps than asked", job=job,
+                                first_step=first, expected=expected, observed=after,
+                                size=f"at steps {after} instead of {expected}", explained_by=words,
+                                knob="validation interval counted in optimizer steps (val_check_interval / "
+                                "eval_steps = val_every optimizer steps)", declared=declared("val.cadence")))
+    train_mode = [v for v in val if (v.get("train_mode_batches") or 0) > 0]
+    if train_mode:
+        findings.append(Finding(code="val.train_mode", title="validation forwards in train mode", job=job,
+                                first_step=int(train_mode[0]["step"]), expected="eval mode",
+                                observed=f"{train_mode[0]['train_mode_batches']} of {train_mode[0]['batches']} "
+                                f"batches in train mode", size=f"{len(train_mode)} validation run(s)",
+                                explained_by=["model.eval() not called before validation"],
+                                knob="model.eval() during validation", declared=declared("val.train_mode")))
+    return findings
+
+
+def check_micro(job: str, cal: Caliber, evidence: JobEvidence, declared) -> list[Finding]:
+    findings = []
+    rows = [m for rank in sorted(evidence.micro) for m in evidence.micro[rank]]
+    eval_mode = [m for m in rows if m.get("train_mode") is False]
+    if eval_mode:
+        findings.append(Finding(code="micro.train_mode", title="training micro-batches in eval mode", job=job,
+                                first_step=min(int(m["step"]) for m in eval_mode), expected="train mode",
+                                observed=f"{len(eval_mode)} of {len(rows)} micro-batches in eval mode",
+                                explained_by=["model.train() not in effect during training"],
+                                knob="model.train() before the training loop", declared=declared("micro.train_mode")))
+    want = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(cal.precision.split("_")[0])
+    dtypes = {str(m.get("dtype")) for m in rows} | set((evidence.summary.get("observed_dtypes") or {}).keys())
+    other = sorted(d for d in dtypes - {want, "None", "none"} if d)
+    if want and other:
+        first = min((int(m["step"]) for m in rows if m.get("dtype") in other), default=None)
+        findings.append(Finding(code="precision.mismatch", title=f"requested {cal.precision}, computed in {other}",
+                                job=job, first_step=first, expected=want, observed=other,
+                                size=f"dtypes seen: {sorted(dtypes)}", explained_by=[f"forwards computed in {other}"],
+                                knob="the wrapper's precision = fp32 (no autocast)",
+                                declared=declared("precision.mismatch")))
+    return findings
+
+
+def check_extra_forwards(job: str, cal: Caliber, rows: list[dict], declared) -> list[Finding]:
+    """Grad-enabled forwards beyond a window: more micro-batches (or loss calls) in a step than grad_accum."""
+    over = [r for r in sorted(rows, key=lambda r: r["step"])
+            if max(int(r.get("micro_batches") or 0), int(r.get("loss_calls") or 0)) > cal.grad_accum]
+    if not over:
+        return []
+    r = over[0]
+    return [Finding(code="forward.extra_train", title="grad-enabled forwards that no window accounts for", job=job,
+                    first_step=int(r["step"]), expected=f"at most {cal.grad_accum} micro-batches per step",
+                    observed=f"{r.get('micro_batches')} micro-batches, {r.get('loss_calls')} loss calls",
+                    size=f"{len(over)} step(s) with more micro-batches than grad_accum={cal.grad_accum}",
+                    explained_by=[f"step {r['step']} ran {r.get('micro_batches')} grad-enabled forwards"],
+                    declared=declared("forward.extra_train"))]

@@ -1,0 +1,277 @@
+"""The semantic probe's oracle: what a careful loop does at the truth caliber, step by step, in float64.
+
+Expected (from evalkit's definitions, never from an adapter): the LR of optimizer step k is
+`lr * factor(k - 1)`, the schedule written out here from its documented definition (`evalkit.worker.optim`'s
+docstring; not its code); the data order is `OrderedSampler`'s, cut per epoch into windows of `grad_accum`
+micro-batches with one short window at the epoch's end (the same windows on every rank); validation after every
+`val_every` steps and after the last; `max_steps` steps in all. The expected update of step k is
+`-lr_k * clip(g_k)`, g_k the mean over ranks of the mean over the window's micro-batches of each micro-batch's
+mean loss gradient. It is computed on a float64 copy of the task's model at the OBSERVED parameters before the
+step (the task's initial ones for step 1), for the samples the observers SAW and the OBSERVED LR, so that an
+order or LR difference is named once and does not cascade into update findings.
+
+Tolerance (calibrated on real baseline runs; parameters are stored as float32 values): an update matches when
+`|Δobs - Δpred| <= UPDATE_REL_TOL * |Δpred| + ULP_FACTOR * |ulp(θ_k)|` (norms over all parameters). Measured on
+the baseline, Fabric and HF Trainer (aligned) at the truth caliber, 40 steps each: |Δobs - Δpred| is at most
+0.31 |ulp(θ_k)| and 5e-5 |Δpred| (the stored float32 parameters' rounding dominates), at most 0.06 of the
+allowance; the smallest semantic difference probed (a 0.9x update) is 1e-1 |Δpred|, 500 times the relative term.
+LRs match within LR_REL_TOL relative (they are recorded as the optimizer's float64 values: measured error 0).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from evalkit.probes.evidence import JobEvidence
+from evalkit.tasks.order import OrderedSampler
+from evalkit.tasks.schemas import builder_arguments
+
+UPDATE_REL_TOL = 2e-4      # relative to |Δpred|: the float32 loop's rounding (measured about 1e-5 at worst)
+ULP_FACTOR = 4.0           # times |ulp(θ_k)| (norm over coordinates): the stored float32 parameters' rounding
+LR_REL_TOL = 1e-6          # observed LRs are the optimizer's float64 values
+CLIP_QUANTILE = 25         # percent: where among the unclipped job's window gradient norms the clip job clips
+
+
+@dataclass(frozen=True)
+class Caliber:
+    """The settings of a job that the oracle needs, read from its resolved config."""
+
+    lr: float
+    schedule: str
+    warmup_steps: int
+    max_steps: int
+    min_lr_ratio: float
+    batch_size: int
+    grad_accum: int
+    grad_clip: float | None
+    val_every: int
+    world_size: int
+    seed: int
+    n_train: int
+    weight_decay: float
+    momentum: float
+    precision: str
+
+    @classmethod
+    def of(cls, config: dict[str, Any]) -> "Caliber":
+        train = config["train"]
+        return cls(float(train["lr"]), train["schedule"], int(train["warmup_steps"]), int(train["max_steps"]),
+                   float(train["min_lr_ratio"]), int(train["batch_size"]), int(train["grad_accum"]),
+                   None if train.get("grad_clip") is None else float(train["grad_clip"]), int(train["val_every"]),
+                   int(config.get("distributed", {}).get("world_size", 1)), int(config["seed"]),
+                   int(config["task"]["n_train"]), float(train.get("weight_decay") or 0.0),
+                   float(train.get("momentum") or 0.0), str(config.get("precision", {}).get("name", "fp32")))
+
+    def factor(self, warmup: int | None = None, total: int | None = None) -> "Schedule":
+        return Schedule(self.schedule, self.warmup_steps if warmup is None else warmup,
+                        self.max_steps if total is None else total, self.min_lr_ratio)
+
+    def lr_at(self, completed: int, warmup: int | None = None, total: int | None = None) -> float:
+        """The LR after `completed` scheduler steps (negative counts: before the first, factor 0)."""
+        return self.lr * self.factor(warmup, total)(completed) if completed >= -1 else 0.0
+
+    def sampler(self, rank: int, seed: int | None = None) -> OrderedSampler:
+        return OrderedSampler(self.n_train, self.batch_size, self.seed if seed is None else seed, rank,
+                              self.world_size)
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.n_train // (self.batch_size * self.world_size)
+
+
+def expected_lr(cal: Caliber, step: int) -> float:
+    return cal.lr_at(step - 1)
+
+
+def expected_val_steps(cal: Caliber) -> list[int]:
+    every = set(range(cal.val_every, cal.max_steps + 1, cal.val_every)) if cal.val_every > 0 else set()
+    return sorted(every | {cal.max_steps})
+
+
+@dataclass
+class Window:
+    """One optimizer step's expected micro-batches: ids[rank] = the micro-batches' sample ids."""
+
+    step: int
+    epoch: int
+    ids: dict[int, list[list[int]]]
+
+    @property
+    def size(self) -> int:
+        return len(self.ids[0])
+
+
+def epoch_micro_batches(cal: Caliber, epoch: int, rank: int, seed: int | None = None) -> list[list[int]]:
+    flat = cal.sampler(rank, seed).rank_indices(epoch).tolist()
+    return [flat[i:i + cal.batch_size] for i in range(0, len(flat), cal.batch_size)]
+
+
+def expected_windows(cal: Caliber, layout: str = "evalkit", seed: int | None = None) -> list[Window]:
+    """The windows of steps 1..max_steps. `layout`: "evalkit" (a short window at each epoch's end), "dropped"
+    (the short window never stepped) or "carried" (micro-batches cut into windows across epoch ends)."""
+    windows: list[Window] = []
+    epoch, carry = 0, {r: [] for r in range(cal.world_size)}
+    while len(windows) < cal.max_steps:
+        batches = {r: carry[r] + epoch_micro_batches(cal, epoch, r, seed) for r in range(cal.world_size)}
+        start_epoch = epoch - 1 if carry[0] else epoch
+        count = len(batches[0])
+        for lo in range(0, count, cal.grad_accum):
+            size = min(cal.grad_accum, count - lo)
+            if size < cal.grad_accum and layout in ("dropped", "carried"):
+                carry = {r: batches[r][lo:] if layout == "carried" else [] for r in batches}
+                break
+            windows.append(Window(len(windows) + 1, start_epoch if lo == 0 else epoch,
+                                  {r: batches[r][lo:lo + size] for r in batches}))
+            if len(windows) == cal.max_steps:
+                break
+        else:
+            carry = {r: [] for r in batches}
+        epoch += 1
+    return windows
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The LR factor after `s` completed scheduler steps, from the definition: (s + 1) / warmup during warm-up,
+    then from 1 down to min_lr_ratio over the remaining steps (linear: straight; cosine: half a cosine wave),
+    reached at `total` and held after; constant: 1 after warm-up."""
+
+    kind: str
+    warmup: int
+    total: int
+    min_ratio: float
+
+    def __call__(self, s: int) -> float:
+        if s < self.warmup:
+            return (s + 1) / self.warmup
+        if self.kind == "constant":
+            return 1.0
+        progress = min(1.0, (s - self.warmup) / max(1, self.total - self.warmup))
+        if self.kind == "linear":
+            return 1.0 - progress * (1.0 - self.min_ratio)
+        return self.min_ratio + (1.0 - self.min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+# ---------------------------------------------------------------- gradients in float64
+class GradientOracle:
+    """The task's model in float64: each micro-batch's mean-loss gradient at given parameters."""
+
+    def __init__(self, config: dict[str, Any]):
+        from hydra.utils import get_method
+
+        task_cfg = OmegaConf.create(config["task"])
+        with torch.random.fork_rng():     # the builder seeds torch itself (the model's initial weights)
+            task = get_method(task_cfg._target_)(int(config["seed"]), **builder_arguments(task_cfg))
+        self.theta0 = torch.cat([p.detach().reshape(-1) for p in task.model.parameters()]).double().numpy()
+        self.model = copy.deepcopy(task.model).double().train()
+        self.params = list(self.model.parameters())
+        self.loss_fn = task.loss_fn
+        x, y = task.train_set.tensors
+        self.x = x.double()
+        self.y = y.double() if y.is_floating_point() else y
+        self._cache: dict[tuple, np.ndarray] = {}
+
+    def load(self, theta: np.ndarray) -> None:
+        torch.nn.utils.vector_to_parameters(torch.as_tensor(theta, dtype=torch.float64), self.params)
+
+    def micro_grad(self, theta: np.ndarray, ids: list[int]) -> np.ndarray:
+        key = (theta.tobytes(), tuple(ids))
+        if key not in self._cache:
+            self.load(theta)
+            self.model.zero_grad(set_to_none=True)
+            index = torch.as_tensor(ids, dtype=torch.long)
+            with torch.enable_grad():
+                self.loss_fn(self.model(self.x[index]), self.y[index]).backward()
+            self._cache[key] = torch.cat([p.grad.reshape(-1) for p in self.params]).numpy().copy()
+        return self._cache[key]
+
+
+def clip(g: np.ndarray, norm: float | None) -> np.ndarray:
+    """torch.nn.utils.clip_grad_norm_'s rule, in float64."""
+    if norm is None:
+        return g
+    return g * min(1.0, norm / (float(np.linalg.norm(g)) + 1e-6))
+
+
+@dataclass
+class ObservedStep:
+    """One optimizer step as the records show it, with the oracle's gradients of the micro-batches seen."""
+
+    step: int
+    lr: float
+    theta_prev: np.ndarray
+    theta: np.ndarray
+    grads: dict[int, list[np.ndarray]]        # rank -> each seen micro-batch's mean-loss gradient
+    loss_scale: float | None = None
+    row: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def delta(self) -> np.ndarray:
+        return self.theta - self.theta_prev
+
+    @property
+    def window_grad(self) -> np.ndarray:
+        """g_k: the mean over ranks of the mean over the window's micro-batches."""
+        return np.mean([np.mean(gs, axis=0) for gs in self.grads.values()], axis=0)
+
+    def allowance(self, predicted: np.ndarray) -> float:
+        ulp = np.spacing(np.abs(self.theta).astype(np.float32)).astype(np.float64)
+        return UPDATE_REL_TOL * float(np.linalg.norm(predicted)) + ULP_FACTOR * float(np.linalg.norm(ulp))
+
+    def matches(self, predicted: np.ndarray) -> bool:
+        return float(np.linalg.norm(self.delta - predicted)) <= self.allowance(predicted)
+
+
+def observed_micro_ids(job: JobEvidence, step: int) -> dict[int, list[list[int]]]:
+    return {rank: [list(m["ids"]) for m in rows if m.get("step") == step and not m.get("skipped")]
+            for rank, rows in sorted(job.micro.items())}
+
+
+def observed_steps(job: JobEvidence, oracle: GradientOracle, notes: list[str] | None = None,
+                   keep: str = "all") -> list[ObservedStep]:
+    """The steps whose parameters before and after are recorded and whose micro-batches are all attributed.
+    `keep`: "all" micro-batches of a step, or only the expected window's size of them ("first" or "last": a
+    wrapper ran forwards no window accounts for)."""
+    notes = notes if notes is not None else []
+    sizes = {w.step: w.size for w in expected_windows(Caliber.of(job.config))} if keep != "all" else {}
+    params = {0: oracle.theta0, **job.params}
+    rows = {int(r["step"]): r for r in job.steps}
+    out, skipped = [], []
+    for step in sorted(rows):
+        ids = observed_micro_ids(job, step)
+        if step in sizes:
+            n = sizes[step]
+            ids = {r: (micro[:n] if keep == "first" else micro[-n:]) for r, micro in ids.items()}
+        if step - 1 not in params or step not in params or not ids or not all(ids.values()) \
+                or any(i < 0 for micro in ids.values() for batch in micro for i in batch):
+            skipped.append(step)
+            continue
+        theta_prev = np.asarray(params[step - 1], dtype=np.float64)
+        grads = {r: [oracle.micro_grad(theta_prev, batch) for batch in micro] for r, micro in ids.items()}
+        out.append(ObservedStep(step, float(rows[step]["lr"]), theta_prev, np.asarray(params[step], np.float64),
+                                grads, rows[step].get("loss_scale"), rows[step]))
+    if skipped:
+        notes.append(f"{job.name}: update not checked at steps {skipped} (parameters or sample ids not recorded)")
+    return out
+
+
+def expected_update(step: ObservedStep, clip_norm: float | None) -> np.ndarray:
+    return -step.lr * clip(step.window_grad, clip_norm)
+
+
+def clip_norm_for(job: JobEvidence) -> float | None:
+    """The clip norm for a clip job: the lower quartile of the raw window gradient norms the oracle computes for
+    `job` (the job without clipping, another seed): low enough that clipping binds on most steps of the clip job
+    although its trajectory differs, high enough that some steps stay unclipped."""
+    if not job.config:
+        return None
+    steps = observed_steps(job, GradientOracle(job.config))
+    if not steps:
+        return None
+    return float(np.percentile([np.linalg.norm(s.window_grad) for s in steps], CLIP_QUANTILE))

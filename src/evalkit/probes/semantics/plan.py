@@ -1,0 +1,27 @@
+"""The semantic probe's plan: the truth caliber, and the jobs run at it.
+
+The truth caliber is a configuration where what a careful loop must do is computable at every step: a tiny
+MLP (433 parameters, no dropout), plain SGD, accumulation over 3 micro-batches in epochs of 10 (world size 1)
+or 5 (world size 2) micro-batches per rank, so every epoch ends on a short window; warm-up then linear
+decay over 10 optimizer steps (2.5 epochs at world size 1, 5 at world size 2); fp32; the parameters
+recorded after every optimizer step. Per world size, one job without clipping and one with clipping at a norm
+the first job's gradients reach (their lower quartile), with another seed, so that a data order which ignores
+evalkit's seed shows as the same order under two seeds.
+"""
+from __future__ import annotations
+
+TRUTH_CALIBER: dict[str, object] = {
+    "task.n_train": 41, "task.n_val": 16, "task.in_dim": 8, "task.hidden": 16, "task.depth": 2,
+    "task.out_dim": 1, "task.noise": 0.1,
+    "train.optimizer": "sgd", "train.momentum": 0.0, "train.weight_decay": 0.0, "train.lr": 0.05,
+    "train.schedule": "linear", "train.warmup_steps": 3, "train.min_lr_ratio": 0.0,
+    "train.batch_size": 4, "train.grad_accum": 3, "train.grad_clip": None, "train.max_steps": 10,
+    "train.val_every": 4, "train.ckpt_every": 0, "train.num_workers": 0,
+    "precision.name": "fp32", "precision.autocast_dtype": None, "precision.grad_scaler": False,
+    "observe.params": True, "observe.sample_ids": True, "observe.warmup_steps": 0,
+}
+TASK = "mlp_regression"
+
+
+def job_name(world_size: int, clip: bool) -> str:
+    return f"ws{world_size}-{'clip' if clip else 'noclip'}"

@@ -1,0 +1,60 @@
+"""The semantic probe as the runner sees it: the truth caliber's jobs (plan.py), then the judge (judge.py)."""
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from evalkit.probes.base import PlannedJob
+from evalkit.probes.evidence import JobEvidence
+from evalkit.probes.findings import ProbeResult
+from evalkit.probes.semantics.plan import TASK, TRUTH_CALIBER, job_name
+
+
+class SemanticsProbe:
+    name = "semantics"
+    dimension = "semantics"
+    timed = False
+
+    def task(self, cfg: DictConfig) -> str:
+        return TASK
+
+    def caliber(self, cfg: DictConfig) -> str:
+        sizes = ",".join(str(w) for w in cfg.probe.world_sizes)
+        return (f"truth|hw={cfg.hardware.name}|bs={TRUTH_CALIBER['train.batch_size']}"
+                f"|accum={TRUTH_CALIBER['train.grad_accum']}|prec=fp32|ws={sizes}")
+
+    def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
+        """Per world size the job without clipping first (seed s), then the one with clipping (seed s + 1) at
+        the lower quartile of the first one's window gradient norms, as the oracle computes them."""
+        jobs, notes = [], []
+        for world in cfg.probe.world_sizes:
+            free, clipped = job_name(world, False), job_name(world, True)
+            base = {**TRUTH_CALIBER, "distributed.name": "ddp" if world > 1 else "none",
+                    "distributed.world_size": world}
+            if False in cfg.probe.clip and free not in done:
+                jobs.append(PlannedJob(free, {**base, "seed": cfg.seed}))
+            if True not in cfg.probe.clip or clipped in done:
+                continue
+            norm = self._clip_norm(done.get(free))
+            if norm is None and False in cfg.probe.clip:
+                if free in done:   # the job without clipping ran, but gave no norm to clip at
+                    notes.append(f"{clipped} not run: {free} recorded no gradient to choose a clipping norm from")
+                continue           # wait for the job without clipping
+            jobs.append(PlannedJob(clipped, {**base, "seed": cfg.seed + 1, "train.grad_clip": norm or 1.0}))
+        return jobs, notes
+
+    @staticmethod
+    def _clip_norm(job: JobEvidence | None) -> float | None:
+        if job is None:
+            return None
+        from evalkit.probes.semantics.oracle import clip_norm_for
+
+        norm = clip_norm_for(job)
+        return float(f"{norm:.6g}") if norm else None
+
+    def judge(self, jobs: list[JobEvidence]) -> ProbeResult:
+        from evalkit.probes.semantics.judge import judge
+
+        return judge(jobs)
+
+
+PROBE = SemanticsProbe()

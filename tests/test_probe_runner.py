@@ -1,0 +1,99 @@
+"""The probe machinery without training: a probe's jobs get the probe's task and settings, the semantic
+probe plans its clipped job from the unclipped one's evidence, and the verdict attaches a probe run to the
+wrapper's arms."""
+from __future__ import annotations
+
+import pytest
+
+from evalkit import names
+from evalkit.analysis.arms import group_arms
+from evalkit.analysis.records import RunRecord
+from evalkit.config import validate
+from evalkit.probes.base import PlannedJob
+from evalkit.probes.evidence import JobEvidence
+from evalkit.probes.registry import load_probe
+from evalkit.probes.runner import probe_job_config
+from evalkit.probes.semantics.plan import TRUTH_CALIBER
+
+
+@pytest.fixture
+def compose():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    from evalkit.config import register_configs
+
+    register_configs()
+
+    def make(*overrides):
+        with initialize_config_module("evalkit.conf", version_base=None):
+            return hydra_compose("config", overrides=list(overrides))
+    return make
+
+
+def test_a_probe_job_trains_the_probes_task_whatever_the_command_line_asked(compose):
+    cfg = compose("probe=semantics", "trainer=baseline", "task=tiny_lm", "precision=bf16_mixed", "seed=7")
+    probe = load_probe("semantics")
+    child = probe_job_config(cfg, probe, PlannedJob("ws2-noclip", {**TRUTH_CALIBER, "distributed.world_size": 2,
+                                                                  "distributed.name": "ddp", "seed": 7}))
+    assert validate(child) == []
+    assert child.task.name == "mlp_regression" and child.task.n_train == 41 and "vocab_size" not in child.task
+    assert child.precision.name == "fp32" and child.precision.autocast_dtype is None
+    assert child.distributed.world_size == 2 and child.probe.name == "none"
+    assert child.run_name == "semantics-baseline-aligned-ws2-noclip"
+    assert cfg.task.name == "tiny_lm"      # the probe's own config is left as it was
+
+
+def test_probe_settings_are_checked_before_anything_runs(compose):
+    assert validate(compose("probe=semantics", "probe.world_sizes=[0]")) == [
+        "probe.world_sizes=[0] is out of range (allowed: one or more values, each >= 1): set it within that range, "
+        "e.g. probe.world_sizes=[1,2]"]
+    assert validate(compose("probe=semantics", "probe.clip=[]")) == [
+        "probe.clip=[] runs no job: e.g. probe.clip=[false,true]"]
+    assert "probe.name=semantic is not one of none, semantics: did you mean probe.name=semantics?" in validate(
+        compose("probe=semantics", "probe.name=semantic"))
+
+
+def test_the_clipped_job_waits_for_the_unclipped_one_and_clips_where_the_oracle_says(compose, monkeypatch):
+    import evalkit.probes.semantics.oracle as oracle
+
+    monkeypatch.setattr(oracle, "clip_norm_for", lambda job: 0.123456789)
+    cfg = compose("probe=semantics", "seed=3")
+    probe = load_probe("semantics")
+    first, notes = probe.plan(cfg, {})
+    assert [j.name for j in first] == ["ws1-noclip", "ws2-noclip"] and notes == []
+    assert first[0].overrides["seed"] == 3 and first[1].overrides["distributed.world_size"] == 2
+    done = {j.name: JobEvidence(j.name, "r", "FINISHED", {}) for j in first}
+    second, _ = probe.plan(cfg, done)
+    assert [(j.name, j.overrides["seed"], j.overrides["train.grad_clip"]) for j in second] == [
+        ("ws1-clip", 4, 0.123457), ("ws2-clip", 4, 0.123457)]
+    done.update({j.name: JobEvidence(j.name, "r", "FINISHED", {}) for j in second})
+    assert probe.plan(cfg, done) == ([], [])
+
+
+def test_no_clipped_job_when_the_unclipped_one_gave_no_gradient(compose, monkeypatch):
+    import evalkit.probes.semantics.oracle as oracle
+
+    monkeypatch.setattr(oracle, "clip_norm_for", lambda job: None)
+    cfg = compose("probe=semantics", "probe.world_sizes=[1]")
+    probe = load_probe("semantics")
+    jobs, notes = probe.plan(cfg, {"ws1-noclip": JobEvidence("ws1-noclip", "r", "FAILED", {})})
+    assert jobs == [] and notes == ["ws1-clip not run: ws1-noclip recorded no gradient to choose a clipping norm from"]
+
+
+def _run(role, trainer, mode, caliber, **extra):
+    tags = {names.ROLE: role, names.TRAINER: trainer, names.MODE: mode, names.TASK: extra.pop("task", "mlp"),
+            names.CALIBER: caliber}
+    return RunRecord(f"{trainer}-{mode}-{caliber}-{role}", "FINISHED", tags, extra)
+
+
+def test_a_probe_run_joins_every_arm_of_its_wrapper_and_mode_and_stands_alone_otherwise():
+    records = [_run("job", "lightning", "aligned", "c1"), _run("job", "lightning", "aligned", "c2"),
+               _run("job", "lightning", "defaults", "c1"),
+               _run("probe", "lightning", "aligned", "truth", **{names.probe_pass("semantics"): 1.0}),
+               _run("probe", "fabric", "aligned", "truth", **{names.probe_pass("semantics"): 0.0})]
+    arms = group_arms(records)
+    with_probe = {(k.trainer, k.mode, k.caliber) for k, a in arms.items() if any(r.role == "probe" for r in a.runs)}
+    assert with_probe == {("lightning", "aligned", "c1"), ("lightning", "aligned", "c2"),
+                          ("fabric", "aligned", "truth")}
+    assert not any(r.role == "probe" for k, a in arms.items() if k.mode == "defaults" for r in a.runs)
