@@ -42,15 +42,16 @@ def results(client, mode: str, rejudge: bool) -> list[tuple[str, str, ProbeResul
 
 
 def table(rows: list[tuple[str, str, ProbeResult]]) -> str:
-    lines = ["| wrapper (version) | what differs from the baseline (first step; jobs) | setting that aligns it |",
-             "|---|---|---|"]
+    lines = ["| wrapper (version) | what differs from the baseline | why (what reproduces it) | first step (jobs) "
+             "| setting that aligns it |", "|---|---|---|---|---|"]
     for trainer, version, result in rows:
         if not result.findings:
-            lines.append(f"| {trainer} ({version}) | nothing: every step as the oracle's | |")
+            lines.append(f"| {trainer} ({version}) | nothing: every step as the oracle's | | | |")
         for i, f in enumerate(result.findings):
-            what = f.explained_by[0] if f.explained_by else f"{f.title} (unexplained: {f.size})"
+            why = f.explained_by[0] if f.explained_by else f"unexplained ({f.size})"
             head = f"{trainer} ({version})" if i == 0 else ""
-            lines.append(f"| {head} | {what} (step {f.first_step}; {f.job}) | {f.knob} |".replace("\n", " "))
+            cells = [head, f"`{f.code}` {f.title}", "" if why == f.title else why, f"{f.first_step} ({f.job})", f.knob]
+            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ from evalkit.analysis.records import RunRecord  # noqa: E402
 from evalkit.analysis.synthetic import ArmPlan, records  # noqa: E402
 from evalkit.probes.findings import Finding, ProbeResult  # noqa: E402
 from evalkit.verdict import VerdictOptions, build_verdict  # noqa: E402
-from evalkit.verdict.plots import probe_plots  # noqa: E402
+from evalkit.verdict.probe_plots import probe_plots  # noqa: E402
 from evalkit.verdict.publish import render_report  # noqa: E402
 
 TRUTH_CALIBER = "truth|hw=cpu|bs=8|accum=4|prec=fp32|ws=1,2|"
@@ -163,7 +163,7 @@ def test_probe_without_series_or_with_nulls_or_unreadable_does_not_break_the_rep
 def test_update_scale_goes_log_only_when_its_positive_range_is_wide(scales, scale):
     from matplotlib.figure import Figure
 
-    from evalkit.verdict.plots import _log_if_wide, probe_series
+    from evalkit.verdict.probe_plots import _log_if_wide, probe_series
 
     ax = Figure().subplots()
     jobs = probe_series({"series": {"ws1": {"update_scale": scales}}})

@@ -9,7 +9,8 @@ from pathlib import Path
 from evalkit import names
 from evalkit.verdict.build import Verdict
 from evalkit.verdict.dimensions import DIMENSIONS, FAIL
-from evalkit.verdict.plots import Plot, all_plots
+from evalkit.verdict.figure import Plot
+from evalkit.verdict.plots import all_plots
 from evalkit.verdict.report import blocks, render_html, render_markdown
 from evalkit.verdict.serialize import verdict_dict
 

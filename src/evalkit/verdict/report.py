@@ -13,7 +13,8 @@ from evalkit.analysis.compare import EQUIVALENCE, NONFINITE, RELATIVE, Compariso
 from evalkit.analysis.records import RunRecord
 from evalkit.verdict.build import Verdict, row_label
 from evalkit.verdict.dimensions import DIMENSIONS, amount, level_text, margin_text, spread_text
-from evalkit.verdict.plots import SEMANTICS, Plot, semantic_probe_runs
+from evalkit.verdict.figure import Plot
+from evalkit.verdict.probe_plots import SEMANTICS, semantic_probe_runs
 from evalkit.verdict.table import arm_cells, dimension_cells, fail_reasons
 
 METHOD = (

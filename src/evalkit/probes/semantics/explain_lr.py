@@ -30,11 +30,15 @@ def _cumulative_micro(rows: list[dict]) -> dict[int, int]:
 def lr_candidates(cal: Caliber, rows: list[dict], windows: list[Window]) -> list[tuple[str, str, Completed]]:
     """(code, plain words, predicted LR of step k) for each alternative LR semantics."""
     micro_before = _cumulative_micro(rows)
+    window_size = {int(r["step"]): int(r.get("micro_batches") or 1) for r in rows}
     epoch_of = {w.step: w.epoch for w in windows}
     a, W = cal.grad_accum, cal.world_size
     out: list[tuple[str, str, Completed]] = [
         ("lr.per_micro_batch", "the scheduler stepped once per micro-batch (its count = micro-batches run)",
          lambda k: cal.lr_at(micro_before.get(k, 0))),
+        ("lr.per_micro_batch", "the LR set once per micro-batch, before each one (an optimizer step runs with the "
+         "LR of its window's last micro-batch)",
+         lambda k: cal.lr_at(micro_before.get(k, 0) + window_size.get(k, 1) - 1)),
         ("lr.per_epoch", "the scheduler stepped once per epoch (its count = epochs completed)",
          lambda k: cal.lr_at(epoch_of.get(k, 0))),
     ]

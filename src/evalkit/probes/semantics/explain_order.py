@@ -175,8 +175,14 @@ def _first_difference(cal: Caliber, streams: dict[int, list[tuple[int, list[int]
     return min(steps) if steps else None
 
 
+def _used(cal: Caliber, sampler: Sampler, n: int) -> int:
+    """How many of an epoch's `n` sampled indices a rank trains on: whole batches only when the loader drops the
+    last incomplete one."""
+    return n // cal.batch_size * cal.batch_size if sampler.drop_last else n
+
+
 def _padded_samples(cal: Caliber, sampler: Sampler, streams) -> tuple[int, list[int]] | None:
-    per_rank = {r: len(sampler.epochs(0, r)) for r in streams}
+    per_rank = {r: _used(cal, sampler, len(sampler.epochs(0, r))) for r in streams}
     seen: dict[int, int] = {}
     for rank, stream in streams.items():
         count = 0

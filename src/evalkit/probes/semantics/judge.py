@@ -189,12 +189,20 @@ def _declared_not_observed(jobs: list[JobEvidence], findings: list[Finding]) -> 
 
 
 def _deduplicate(findings: list[Finding]) -> list[Finding]:
-    merged: dict[tuple, Finding] = {}
+    """One finding per kind seen in several jobs: the jobs listed, the first job's step and size kept, and the
+    explanations that hold in every one of them (a sampler that reproduces one job's order but not the other's
+    is not the explanation). Findings whose explanations share nothing stay apart."""
+    merged: list[Finding] = []
     for f in findings:
-        key = (f.code, f.title, tuple(f.explained_by))
-        if key in merged:
-            jobs = merged[key].job.split(", ")
-            merged[key].job = ", ".join(dict.fromkeys([*jobs, *f.job.split(", ")]))
-        else:
-            merged[key] = Finding(**{**f.__dict__})
-    return list(merged.values())
+        same = next((m for m in merged if (m.code, m.title) == (f.code, f.title)
+                     and (_common(m.explained_by, f.explained_by) or m.explained_by == f.explained_by)), None)
+        if same is None:
+            merged.append(Finding(**{**f.__dict__, "explained_by": list(f.explained_by)}))
+            continue
+        same.job = ", ".join(dict.fromkeys([*same.job.split(", "), *f.job.split(", ")]))
+        same.explained_by = _common(same.explained_by, f.explained_by) or same.explained_by
+    return merged
+
+
+def _common(a: list[str], b: list[str]) -> list[str]:
+    return [x for x in a if x in b]
