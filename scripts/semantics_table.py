@@ -41,7 +41,9 @@ def results(client, mode: str, rejudge: bool) -> list[tuple[str, str, ProbeResul
     return out
 
 
-def table(rows: list[tuple[str, str, ProbeResult]]) -> str:
+def table(rows: list[tuple[str, str, ProbeResult]], aligned: dict[str, ProbeResult] | None = None) -> str:
+    """Markdown rows per finding; with the aligned results of the same store, a setting is marked verified
+    where the wrapper's aligned mode shows no finding of that kind."""
     lines = ["| wrapper (version) | what differs from the baseline | why (what reproduces it) | first step (jobs) "
              "| setting that aligns it |", "|---|---|---|---|---|"]
     for trainer, version, result in rows:
@@ -50,7 +52,10 @@ def table(rows: list[tuple[str, str, ProbeResult]]) -> str:
         for i, f in enumerate(result.findings):
             why = f.explained_by[0] if f.explained_by else f"unexplained ({f.size})"
             head = f"{trainer} ({version})" if i == 0 else ""
-            cells = [head, f"`{f.code}` {f.title}", "" if why == f.title else why, f"{f.first_step} ({f.job})", f.knob]
+            knob = f.knob
+            if knob and aligned and trainer in aligned and f.code not in {a.code for a in aligned[trainer].findings}:
+                knob += " (verified: aligned mode shows none)"
+            cells = [head, f"`{f.code}` {f.title}", "" if why == f.title else why, f"{f.first_step} ({f.job})", knob]
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -65,14 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     from mlflow.tracking import MlflowClient
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    rows = results(MlflowClient(args.tracking_uri), args.mode, args.rejudge)
+    client = MlflowClient(args.tracking_uri)
+    rows = results(client, args.mode, args.rejudge)
+    aligned = {t: r for t, _, r in results(client, "aligned", args.rejudge)} if args.mode == "defaults" else None
     if not rows:
         print(f"no finished semantics probe run in {args.mode} mode at {args.tracking_uri}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({t: json.loads(r.to_json()) for t, _, r in rows}, indent=1))
     else:
-        print(table(rows))
+        print(table(rows, aligned))
     return 0
 
 

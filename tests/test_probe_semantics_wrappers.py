@@ -44,7 +44,28 @@ def results(tmp_path_factory):
     for run in client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'", max_results=100):
         with open(client.download_artifacts(run.info.run_id, "probe/semantics.json")) as fh:
             out[run.data.tags[names.TRAINER], run.data.tags[names.MODE]] = (run, json.load(fh))
+    out["workdir"] = workdir
     return out
+
+
+def test_the_verdict_reads_each_wrappers_semantics_from_its_probe(results, capsys):
+    """A store holding probe runs only: one row per wrapper and mode, the semantics cell from the probe, the
+    report listing every finding."""
+    from evalkit.verdict.cli import main
+
+    out = results["workdir"] / "verdict"
+    assert main(["--tracking-uri", store_uri(results["workdir"]), "--out", str(out), "--no-plots"]) == 0
+    rows = {(r["arm"]["trainer"], r["arm"]["mode"]): r["dimensions"]["semantics"]
+            for r in json.loads((out / "verdict.json").read_text())["rows"]}
+    assert rows["fabric", "aligned"] == {"status": "pass", "figure": "0 findings", "reasons": []}
+    lightning = rows["lightning", "defaults"]
+    findings = len(results["lightning", "defaults"][1]["findings"])
+    assert lightning["status"] == "fail" and lightning["figure"].startswith(f"{findings} findings: ")
+    report = (out / "verdict.md").read_text()
+    assert "## Semantic findings" in report and "### lightning/defaults: fail" in report
+    for _, result in (v for k, v in results.items() if k != "workdir"):
+        for finding in result["findings"]:
+            assert finding["title"] in report
 
 
 @pytest.mark.parametrize("wrapper", WRAPPERS)

@@ -96,7 +96,7 @@ def judge_probe(arm: Arm, dim: str) -> DimensionResult:
 
 def _first_finding(reason: str, limit: int = 90) -> str:
     """The first finding's words out of a reason `N finding(s); first: <line> (+M more)`, cut to `limit`."""
-    first = reason.split("first: ", 1)[-1].split(" - ", 1)[0]
+    first = reason.split("first: ", 1)[-1].split(" - ", 1)[0].split(" [", 1)[0]   # words and step, no job list
     return first if len(first) <= limit else first[:limit - 1] + "…"
 
 
