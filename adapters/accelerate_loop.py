@@ -186,6 +186,7 @@ def resolve_state_dir(path: str) -> str:
 
 class AccelerateAdapter(WrapperAdapter):
     distributions = ("accelerate", "torch", "safetensors", "numpy", "huggingface-hub")
+    preload_modules = ("accelerate", "accelerate.utils")
 
     def fit(self, job: TrainJob) -> None:
         if self.mode == "aligned":

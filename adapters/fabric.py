@@ -83,6 +83,7 @@ class FabricAdapter(WrapperAdapter):
     """`trainer=fabric`: a loop written with Lightning Fabric (see the module docstring)."""
 
     distributions = ("lightning", "lightning-utilities")
+    preload_modules = ("lightning.fabric", "lightning.fabric.plugins", "lightning.fabric.strategies")
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)

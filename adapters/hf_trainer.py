@@ -174,6 +174,7 @@ def _trainer_class():
 
 class HFTrainerAdapter(WrapperAdapter):
     distributions = ("transformers", "accelerate", "torch", "safetensors", "huggingface-hub")
+    preload_modules = ("transformers.trainer", "transformers.training_args", "transformers.trainer_utils")
 
     # ------------------------------------------------------------------ arguments
     def _arguments(self, job: TrainJob) -> dict[str, Any]:

@@ -133,6 +133,7 @@ def resolve_checkpoint(path: str) -> str:
 
 class IgniteAdapter(WrapperAdapter):
     distributions = ("pytorch-ignite", "torch")
+    preload_modules = ("ignite.engine", "ignite.handlers", "ignite.metrics", "ignite.distributed")
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)

@@ -216,6 +216,7 @@ class LightningAdapter(WrapperAdapter):
     """`trainer=lightning`: Lightning's `Trainer.fit` on evalkit's task (see the module docstring)."""
 
     distributions = ("lightning", "pytorch-lightning", "lightning-utilities", "torchmetrics")
+    preload_modules = ("lightning.pytorch", "lightning.pytorch.callbacks", "lightning.pytorch.strategies")
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)

@@ -62,7 +62,9 @@ def test_sweep_layout_parent_children_params_tags_artifacts(workdir):
         assert tags.get(key), key
     assert tags["evalkit.sweep_id"] == parent.data.tags["evalkit.sweep_id"]
     assert tags["evalkit.observed_precision"] == "bfloat16"
-    assert tags["evalkit.caliber"] == "hw=cpu|bs=32|accum=1|prec=bf16_mixed|ws=1|warmup=5"
+    threads = max(1, os.cpu_count() or 1)     # hardware.threads=0: the machine's cores over one rank
+    assert tags["evalkit.caliber"] == f"hw=cpu|thr={threads}|bs=32|accum=1|prec=bf16_mixed|ws=1|warmup=5"
+    assert child.data.params["hardware.threads"] == str(threads)
     assert child.data.params["train.lr"] == "0.001" and child.data.params["trainer._target_"]
     for key in ("train/loss", "train/lr", "train/grad_norm", "train/step_time_s", "val/mse", "val/loss",
                 "perf/samples_per_s", "perf/steps_per_s", "perf/peak_mem_bytes"):

@@ -275,6 +275,15 @@ def test_records_checks(jobs):
     assert cadence.size == "at steps [4, 8, 10] instead of [4, 8, 9]"
 
 
+def test_a_wrapper_that_changes_the_thread_count_is_a_finding(jobs):
+    job = jobs["ws1-noclip"]
+    job.config["hardware"]["threads"], job.summary["threads_at_end"] = 2, 1
+    finding = only(judge([job]), "threads.changed")
+    assert (finding.expected, finding.observed) == (2, 1)
+    job.summary["threads_at_end"] = 2
+    assert judge([job]).findings == []
+
+
 def test_failed_job_is_a_finding_with_its_reason(jobs):
     job = jobs["ws2-clip"]
     job.status, job.tags = "FAILED", {**job.tags, "evalkit.failure_reason": "gloo refused"}

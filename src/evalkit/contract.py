@@ -109,6 +109,8 @@ class Adapter(Protocol):
       Never time itself, never read memory, never talk to a tracking server.
     - `effective_config()`: what the wrapper itself reports it did, after fit; in `aligned` mode it
       includes `explicit_settings`: every knob set to match the baseline's semantics.
+    Optional: `preload()`, called before the task is built, imports the wrapper's modules, so that the memory
+    they take is measured as the import footprint and not as training memory.
     """
 
     def versions(self) -> dict[str, str]: ...
@@ -197,6 +199,7 @@ class WrapperAdapter:
     checked by the controller before launch and by the worker before it constructs the adapter."""
 
     distributions: tuple[str, ...] = ("torch",)
+    preload_modules: tuple[str, ...] = ()       # the wrapper's modules `fit` imports (see `preload`)
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         self.mode = check_mode(mode)
@@ -205,6 +208,11 @@ class WrapperAdapter:
 
     def versions(self) -> dict[str, str]:
         return distribution_versions(*self.distributions)
+
+    def preload(self) -> None:
+        """Import the wrapper's modules before the task is built (their memory is the import footprint)."""
+        for module in self.preload_modules:
+            importlib.import_module(module)
 
     def effective_config(self) -> dict[str, Any]:
         return jsonable(self._effective)

@@ -53,8 +53,9 @@ TRAIN_STEP_TIME, TRAIN_LOSS_SCALE, TRAIN_SKIPPED = "train/step_time_s", "train/l
 VAL_PREFIX, VAL_LOSS = "val/", "val/loss"
 PERF_SAMPLES_PER_S, PERF_STEPS_PER_S = "perf/samples_per_s", "perf/steps_per_s"
 PERF_STEP_TIME_MEDIAN, PERF_WINDOW_STEPS = "perf/step_time_median_s", "perf/window_steps"
-PERF_PEAK_MEM = "perf/peak_mem_bytes"                 # + f"_rank{r}" per rank
+PERF_PEAK_MEM = "perf/peak_mem_bytes"                 # + f"_rank{r}" per rank; CPU: training memory
 PERF_PEAK_RSS_GROWTH = "perf/peak_rss_growth_bytes"
+PERF_IMPORT_RSS = "perf/import_rss_bytes"             # CPU: RSS after the wrapper's imports (not training memory)
 PERF_NVML_PEAK = "perf/nvml_peak_used_bytes"
 
 

@@ -145,8 +145,10 @@ def store_uri(overrides: list[str]) -> str:
 
 
 def sweep_overrides(trainers: list[str], seeds, extra: list[str]) -> list[str]:
-    """The overrides of the `evalkit -m` sweep: every trainer x every seed, smoke scale, then the user's."""
-    return [f"trainer={','.join(trainers)}", f"seed={','.join(str(s) for s in seeds)}", *SMOKE, *extra]
+    """The overrides of the `evalkit -m` sweep: every seed x every trainer, smoke scale, then the user's. Seed
+    first: Hydra varies the last override fastest, so the arms take turns (seed 0 of every trainer, then seed
+    1, ...) and a machine's drift over the sweep spreads over all arms instead of becoming an arm difference."""
+    return [f"seed={','.join(str(s) for s in seeds)}", f"trainer={','.join(trainers)}", *SMOKE, *extra]
 
 
 def job_problems(overrides: list[str]) -> list[str]:

@@ -42,7 +42,7 @@ class JobResult:
 
 
 def caliber(cfg: DictConfig) -> str:
-    return (f"hw={cfg.hardware.name}|bs={cfg.train.batch_size}|accum={cfg.train.grad_accum}"
+    return (f"hw={cfg.hardware.name}|thr={cfg.hardware.threads}|bs={cfg.train.batch_size}|accum={cfg.train.grad_accum}"
             f"|prec={cfg.precision.name}|ws={cfg.distributed.world_size}|warmup={cfg.observe.warmup_steps}")
 
 
@@ -145,7 +145,7 @@ class Controller:
             json.dump({"run_id": self.run_id, "tracking_uri": self.uri}, fh)
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
         self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr,
-                                   cuda=runs_on_cuda(self.cfg))
+                                   cuda=runs_on_cuda(self.cfg), threads=worker_threads(self.cfg))
         self._watch(shipper)
         outcome = self.workers.outcome(self.stop.signame)
         with open(os.path.join(self.run_dir, names.EXIT_CODES_FILE), "w") as fh:
@@ -249,9 +249,10 @@ class Controller:
         if peaks:
             points.append(tracking.metric(names.PERF_PEAK_MEM, max(peaks), 0))
         # Largest over ranks. peak_rss_growth: what training added over the process's footprint at the window's
-        # start (CPU); nvml_used: the device memory NVML saw in use, every allocator included (CUDA).
+        # start (CPU); nvml_used: the device memory NVML saw in use, every allocator included (CUDA);
+        # import_rss: the process after the wrapper's imports, before the task (CPU: peak_mem is above it).
         for key, name in (("peak_rss_growth_bytes", names.PERF_PEAK_RSS_GROWTH),
-                          ("nvml_used_bytes", names.PERF_NVML_PEAK)):
+                          ("nvml_used_bytes", names.PERF_NVML_PEAK), ("import_rss_bytes", names.PERF_IMPORT_RSS)):
             values = [s[key] for s in summaries if s and s.get(key) is not None]
             if values:
                 points.append(tracking.metric(name, max(values), 0))
@@ -321,10 +322,17 @@ def outcome_from_spool(spool_dir: str, world: int, errors: dict[int, str]) -> Ou
     return Outcome(codes)
 
 
+def worker_threads(cfg: DictConfig) -> int:
+    """The intra-op threads of each worker: `hardware.threads`, or (0) the machine's cores shared by the ranks,
+    as torchrun does. Every arm of a comparison runs with this number, fixed before any wrapper is imported."""
+    return cfg.hardware.threads or max(1, (os.cpu_count() or 1) // cfg.distributed.world_size)
+
+
 def run_job(cfg: DictConfig, run_dir: str, role: str = names.ROLE_JOB) -> JobResult:
     """Run one job end to end. Never raises for a training failure: the run records it. Raises RunDirBusy
     when another job holds `run_dir`, and `Interrupted` after recording the run on SIGINT/SIGTERM. `role`:
     the run's `evalkit.role` (a probe's jobs are `probe_job`)."""
+    cfg.hardware.threads = worker_threads(cfg)   # recorded as resolved: params, caliber and the workers agree
     claim = rundir.claim_fresh(run_dir)
     if claim.archived:
         print(f"[evalkit] {run_dir} held an earlier job's files: moved to {claim.archived}", file=sys.stderr)

@@ -45,11 +45,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class WorkerGroup:
     def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1",
-                 cuda: bool = False):
+                 cuda: bool = False, threads: int | None = None):
         self.world_size = world_size
         self.log_paths = [os.path.join(log_dir, f"worker_rank{r}.log") for r in range(world_size)]
         port, run_id = free_port(master_addr), uuid.uuid4().hex[:12]
-        threads = max(1, (os.cpu_count() or 1) // world_size)
+        threads = threads or max(1, (os.cpu_count() or 1) // world_size)
         self.procs: list[subprocess.Popen] = []
         self.first_failed: int | None = None
         self.stopped: set[int] = set()
@@ -64,8 +64,8 @@ class WorkerGroup:
                 "TORCHELASTIC_MAX_RESTARTS": "0", "PYTHONUNBUFFERED": "1",
                 names.CONTROLLER_PID_ENV: str(os.getpid()),
             })
-            if world_size > 1:
-                env.setdefault("OMP_NUM_THREADS", str(threads))   # as torchrun does: no oversubscription
+            # Every arm with the same threads, whatever the caller's environment says (no oversubscription).
+            env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
             if cuda:
                 # The ranks' GPUs only (rank r on device r): a wrapper that sees more GPUs than ranks may
                 # spread one rank over all of them (Ignite's auto_model wraps DataParallel).

@@ -2,7 +2,10 @@
 step, read at the end). Each reading says how it was measured.
 
 CPU: the process's peak RSS (VmHWM) over the measured window; writing 5 to /proc/self/clear_refs
-resets the high-water mark at the window's start (Linux). CUDA: the caching allocator's peak
+resets the high-water mark at the window's start (Linux). Training memory (`peak_mem_bytes`, what the verdict
+judges) is that peak minus the process's RSS after the wrapper was imported and before the task was built
+(`import_rss_bytes`, the import footprint, reported apart): model, optimizer state, activations and whatever
+the wrapper allocates for training. CUDA: the caching allocator's peak
 (`max_memory_allocated` / `max_memory_reserved`) over the window, plus the device memory in use
 as NVML reports it.
 """
@@ -28,15 +31,15 @@ class PeakMemory:
     """The observer's memory window: `start()` when the warm-up ends; `read()` the peaks since (since the
     process's start when the run ended before the warm-up did)."""
 
-    def __init__(self, device: torch.device):
-        self.device = device
+    def __init__(self, device: torch.device, import_rss: int | None = None):
+        self.device, self.import_rss = device, import_rss
         self.window: PeakWindow | None = None
 
     def start(self) -> None:
         self.window = reset_peak(self.device)
 
     def read(self) -> dict:
-        return read_peak(self.device, self.window)
+        return read_peak(self.device, self.window, self.import_rss)
 
 
 def reset_peak(device: torch.device) -> PeakWindow:
@@ -66,7 +69,13 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def read_peak(device: torch.device, window: PeakWindow | None) -> dict:
+def current_rss() -> int | None:
+    """The process's resident set size now, in bytes (None where /proc is not readable)."""
+    rss = _status_kib("VmRSS")
+    return rss * 1024 if rss is not None else None
+
+
+def read_peak(device: torch.device, window: PeakWindow | None, import_rss: int | None = None) -> dict:
     """The window's peaks (since the process started when no window was started). On CPU also the growth
     over the RSS at the window's start: peak RSS includes everything imported (a wrapper's modules), the
     growth is what training itself added."""
@@ -87,6 +96,10 @@ def read_peak(device: torch.device, window: PeakWindow | None) -> dict:
             "peak_mem_method": f"torch.cuda.max_memory_allocated since {since}",
         })
         out.update(window.nvml.finish() if window is not None and window.nvml is not None else nvml_memory(device))
+    elif import_rss is not None and rss is not None:
+        out.update({"import_rss_bytes": import_rss, "peak_mem_bytes": max(0, rss * 1024 - import_rss),
+                    "peak_mem_method": f"{out['peak_rss_method']} minus VmRSS after the wrapper's imports, before "
+                                      "the task was built (training memory; the import footprint apart)"})
     else:
         out.update({"peak_mem_bytes": out["peak_rss_bytes"], "peak_mem_method": out["peak_rss_method"]})
     return out

@@ -41,11 +41,12 @@ class Observer:
     (or at `finish`), by which time the copy is done; waiting at each step would drain the device's queue
     and expose CPU overhead (a wrapper's) that the GPU's work normally hides. Off, every record is written
     when its step ends. `resuming`: the job resumes a checkpoint (step numbers continue from its state).
+    `import_rss`: the process's RSS after the wrapper's imports (CPU training memory is counted above it).
     """
 
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
                  sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None,
-                 resuming: bool = False):
+                 resuming: bool = False, import_rss: int | None = None):
         self.task, self.spool, self.device = task, spool, device
         self.warmup_steps = warmup_steps
         self.deferred = device.type == "cuda" if deferred is None else deferred
@@ -54,7 +55,7 @@ class Observer:
         self.steps = StepRecords(spool, self.samples, deferred=self.deferred, resuming=resuming)
         self.validation = Validation(task, spool)
         self.clock = StepClock(device, warmup_steps)
-        self.memory = PeakMemory(device)
+        self.memory = PeakMemory(device, import_rss)
         self.params = ParamRecords(task.model, spool) if record_params else None
         self._hooks: Hooks | None = None
 
@@ -119,6 +120,7 @@ class Observer:
         """Flush what is pending and return the run's summary (throughput, memory, observed dtypes)."""
         self.flush()
         summary = {"last_step": self.steps.step, "start_step_source": self.steps.start_source,
+                   "threads_at_end": torch.get_num_threads(),
                    "observed_dtypes": dict(self.dtypes.counts),
                    "unattributed_samples": self.samples.unattributed, **self.clock.throughput(self.steps.step),
                    **self.memory.read()}

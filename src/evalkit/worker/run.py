@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
 from evalkit.contract import Adapter, AdapterUnavailable, NotAnAdapter, Precision, TrainJob, not_an_adapter
+from evalkit.observe.memory import current_rss
 from evalkit.observe.observer import Observer
 from evalkit.secrets import redact
 from evalkit.spool import SpoolWriter
@@ -111,14 +112,19 @@ def run(job_dir: str) -> int:
     spool = SpoolWriter(spec["spool_dir"], rank)
     observer: Observer | None = None
     try:
-        if cfg.hardware.threads:
+        if cfg.hardware.threads:     # fixed by the controller for every arm, before any wrapper is imported
             torch.set_num_threads(cfg.hardware.threads)
         adapter = load_adapter(cfg.trainer)
+        preload = getattr(adapter, "preload", None)
+        if callable(preload):        # the wrapper's modules now, so that their memory is not training memory
+            preload()
         if rank == 0:
             spool.write_json("versions.json", {**adapter.versions(), "torch": torch.__version__})
         device = resolve_device(cfg.hardware.device, int(os.environ.get("LOCAL_RANK", 0)))
         if device.type == "cuda":
             torch.cuda.set_device(device)   # before any CUDA work: observers' events, NCCL, RNG use the current one
+        warm_up_torch()
+        import_rss = current_rss()
         task = build_task(cfg)
         if rank == 0:
             spool.write_json("task.json", {"metric": task.metric.name,
@@ -126,7 +132,7 @@ def run(job_dir: str) -> int:
                                            "scale": task.metric.scale})
         observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
                             sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
-                            resuming=bool(spec.get("resume_from"))).attach()
+                            resuming=bool(spec.get("resume_from")), import_rss=import_rss).attach()
         adapter.fit(make_job(cfg, task, device, spec))
         spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **observer.finish()})
         if rank == 0:
@@ -145,6 +151,18 @@ def run(job_dir: str) -> int:
         spool.close()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def warm_up_torch() -> None:
+    """One tiny forward, backward and optimizer step before the import footprint is read: torch's lazily created
+    thread pools and allocator arenas then count as footprint in every arm alike, not as the training memory of
+    whichever arm happens to create them later (a wrapper's imports create some of them, the baseline's first
+    step the rest)."""
+    layer = torch.nn.Linear(64, 64)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.0)
+    torch.nn.functional.gelu(layer(torch.ones(32, 64))).sum().backward()
+    optimizer.step()
+    del layer, optimizer
 
 
 def error_summary(exc: BaseException, limit: int = 600) -> str:

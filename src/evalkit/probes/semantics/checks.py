@@ -34,6 +34,19 @@ def aligning_setting(effective: dict, code: str) -> str:
     return str(aligns.get(code) or aligns.get(code.split(".")[0]) or "")
 
 
+def check_threads(job: str, evidence: JobEvidence) -> list[Finding]:
+    """torch's intra-op threads at the end of training against the number evalkit fixed for every arm: a wrapper
+    that changes them changes its speed for a reason that is not the wrapper's training step."""
+    asked = int(evidence.config.get("hardware", {}).get("threads") or 0)
+    seen = evidence.summary.get("threads_at_end")
+    if not asked or seen is None or int(seen) == asked:
+        return []
+    return [Finding(code="threads.changed", title="the wrapper changed torch's intra-op thread count", job=job,
+                    first_step=None, expected=asked, observed=int(seen), size=f"{seen} threads instead of {asked}",
+                    explained_by=[f"torch.set_num_threads({seen}) (or OMP/MKL settings) inside the wrapper"],
+                    knob="leave the thread count to the caller (evalkit sets it, the same for every arm)")]
+
+
 def check_steps(job: str, cal: Caliber, rows: list[dict], declared) -> list[Finding]:
     steps = sorted(int(r["step"]) for r in rows)
     if not steps or steps[-1] == cal.max_steps:

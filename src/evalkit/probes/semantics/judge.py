@@ -68,7 +68,7 @@ def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) 
     cal = Caliber.of(job.config)
     declared = checks.declared_lookup(job.effective)
     rows = job.steps
-    found = checks.check_steps(job.name, cal, rows, declared)
+    found = checks.check_steps(job.name, cal, rows, declared) + checks.check_threads(job.name, job)
     found += checks.check_validation(job.name, cal, rows, job.val, declared)
     found += checks.check_micro(job.name, cal, job, declared)
     extra = checks.check_extra_forwards(job.name, cal, rows, declared)
