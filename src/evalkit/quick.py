@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = len(trainers) * args.seeds
     print(f"evalkit-eval: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds), sweep {sweep}, "
           f"store {display_uri(uri)}", file=sys.stderr, flush=True)
+    print(f"evalkit-eval: plan: {plan_text(jobs, len(probes) * len(wrappers) * 2 if wrappers else 0)}",
+          file=sys.stderr, flush=True)
     command = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "-m",
                *sweep_overrides(trainers, range(args.seeds), args.overrides)]
     started = time.monotonic()
@@ -111,6 +113,24 @@ def argument_problem(seeds: int, scenario: str) -> str | None:
     if scenario not in scenarios:
         return f"--scenario {scenario!r} unknown; choose from {', '.join(sorted(scenarios))}"
     return None
+
+
+# Wall time on a 2-core machine like the one evalkit is developed on (the README's figures); an estimate, not a
+# promise: the sweep's own progress lines give the time left as it goes.
+TRAIN_JOB_S, PROBE_RUN_S, VERDICT_S = 8.5, 30.0, 5.0
+
+
+def plan_text(train_jobs: int, probe_runs: int) -> str:
+    """`12 training jobs (~2 min), 10 probe runs (~5 min), then the verdict: about 7 min in all`."""
+    train, probe = train_jobs * TRAIN_JOB_S, probe_runs * PROBE_RUN_S
+    parts = [f"{train_jobs} training jobs (~{_minutes(train)})"]
+    if probe_runs:
+        parts.append(f"{probe_runs} probe runs (~{_minutes(probe)})")
+    return ", ".join(parts) + f", then the verdict: about {_minutes(train + probe + VERDICT_S)} in all"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def selected_probes(option: str) -> list[str]:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 import uuid
 from typing import Any
 
@@ -32,6 +34,8 @@ class SweepCallback(Callback):
         self.parent_id: str | None = None
         self.jobs = 0
         self.failed = 0
+        self.total: int | None = None        # jobs the sweep will run (None: the sweeper did not say)
+        self.started = time.monotonic()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         uri = tracking.resolve_uri(config.tracking.uri)
@@ -50,6 +54,7 @@ class SweepCallback(Callback):
             self.parent_id = self.client.create_run(exp, run_name=f"sweep-{sweep_id}", tags=tags).info.run_id
         os.environ[names.PARENT_RUN_ENV] = self.parent_id
         os.environ[names.SWEEP_ID_ENV] = sweep_id
+        self.sweep_id, self.total, self.started = sweep_id, planned_jobs(config), time.monotonic()
         _active.append(self)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
@@ -59,6 +64,8 @@ class SweepCallback(Callback):
         result = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
         if result is None or not getattr(result, "ok", False):
             self.failed += 1
+        print(progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started),
+              file=sys.stderr, flush=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is None:
@@ -73,3 +80,26 @@ class SweepCallback(Callback):
         self.client.set_terminated(self.parent_id, status)
         os.environ.pop(names.PARENT_RUN_ENV, None)
         os.environ.pop(names.SWEEP_ID_ENV, None)
+
+
+def planned_jobs(config: DictConfig) -> int | None:
+    """How many jobs the multirun's overrides make (Hydra's basic sweeper: the cartesian product); None when
+    another sweeper decides."""
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        if "basic_sweeper" not in str(config.hydra.sweeper.get("_target_", "")).lower():
+            return None
+        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+    except Exception:  # noqa: BLE001 - progress is a courtesy: never a reason for a sweep to fail
+        return None
+
+
+def progress_line(sweep_id: str, done: int, total: int | None, failed: int, elapsed_s: float) -> str:
+    """`[evalkit] sweep <id>: 3/12 jobs done (1 failed) in 25 s, about 75 s left`."""
+    counted = f"{done}/{total}" if total else str(done)
+    failures = f" ({failed} failed)" if failed else ""
+    left = f", about {elapsed_s / done * (total - done):.0f} s left" if total and done < total else ""
+    return f"[evalkit] sweep {sweep_id}: {counted} jobs done{failures} in {elapsed_s:.0f} s{left}"

@@ -1,0 +1,43 @@
+"""Long commands say where they are: a sweep counts its jobs and estimates the time left; evalkit-eval prints
+its plan before it starts."""
+from __future__ import annotations
+
+import pytest
+
+from evalkit.controller.sweep import planned_jobs, progress_line
+from evalkit.quick import plan_text
+
+
+@pytest.fixture
+def multirun_config():
+    from hydra import compose, initialize_config_module
+
+    from evalkit.config import register_configs
+
+    register_configs()
+
+    def make(*overrides):
+        """The composed config as a multirun's callbacks see it: the sweep's overrides under hydra.overrides."""
+        with initialize_config_module("evalkit.conf", version_base=None):
+            cfg = compose("config", return_hydra_config=True)
+        cfg.hydra.overrides.task = list(overrides)
+        return cfg
+    return make
+
+
+def test_the_sweep_knows_how_many_jobs_its_overrides_make(multirun_config):
+    assert planned_jobs(multirun_config("seed=0,1,2", "trainer=baseline,lightning", "train.max_steps=5")) == 6
+    assert planned_jobs(multirun_config("seed=0")) == 1
+    assert planned_jobs(multirun_config("seed=range(4)", "trainer=baseline,fabric")) == 8
+
+
+def test_progress_counts_failures_and_estimates_the_time_left():
+    assert progress_line("s1", 3, 12, 0, 30.0) == "[evalkit] sweep s1: 3/12 jobs done in 30 s, about 90 s left"
+    assert progress_line("s1", 12, 12, 1, 120.4) == "[evalkit] sweep s1: 12/12 jobs done (1 failed) in 120 s"
+    assert progress_line("s1", 2, None, 0, 5.0) == "[evalkit] sweep s1: 2 jobs done in 5 s"
+
+
+def test_the_quick_evaluation_states_its_plan():
+    assert plan_text(12, 10) == ("12 training jobs (~2 min), 10 probe runs (~5 min), then the verdict: "
+                                 "about 7 min in all")
+    assert plan_text(6, 0) == "6 training jobs (~51 s), then the verdict: about 56 s in all"
