@@ -7,9 +7,10 @@ the reason tag, `probe/<dim>.json` (this module's `to_json`) and `probe/<dim>.md
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from evalkit.strict_json import finite_only
 
 UNEXPLAINED = "unexplained"
 
@@ -73,7 +74,7 @@ class ProbeResult:
         return f"{len(self.findings)} finding(s); first: {self.findings[0].line()}{more}"
 
     def to_json(self) -> str:
-        return json.dumps(_finite(asdict(self)), indent=1, default=str)
+        return json.dumps(finite_only(asdict(self)), indent=1, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> "ProbeResult":
@@ -100,14 +101,3 @@ class ProbeResult:
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or inf: they become null (a figure that could not be computed)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

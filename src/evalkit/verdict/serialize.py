@@ -1,25 +1,14 @@
 """The verdict as JSON-ready data (the `verdict.json` artifact)."""
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 
 from evalkit.analysis.compare import Comparison
+from evalkit.strict_json import finite_only
 from evalkit.verdict.build import Row, Verdict, row_label
 from evalkit.verdict.table import fail_reasons
 
 SCHEMA = "evalkit.verdict/2"   # 2: comparisons carry scale, bounds, design, level, delta_low/high, nonfinite
-
-
-def _clean(value):
-    """NaN and inf become None so the JSON is strict."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 SKIPPED = ("wrapper", "baseline", "noise_wrapper", "noise_baseline", "designs", "nonfinite")
@@ -51,7 +40,7 @@ def row_dict(row: Row) -> dict:
 
 def verdict_dict(verdict: Verdict, inputs: dict | None = None) -> dict:
     options = asdict(verdict.options)
-    return _clean({
+    return finite_only({
         "schema": SCHEMA,
         "inputs": inputs or {},
         "options": options,

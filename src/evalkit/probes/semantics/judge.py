@@ -72,7 +72,8 @@ def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) 
     found += checks.check_validation(job.name, cal, rows, job.val, declared)
     found += checks.check_micro(job.name, cal, job, declared)
     extra = checks.check_extra_forwards(job.name, cal, rows, declared)
-    if extra and job.micro and any(merged_stream_matches(cal, s, _streams(job)) for s in samplers(cal)):
+    streams = _streams(job)
+    if extra and job.micro and any(merged_stream_matches(cal, s, streams) for s in samplers(cal)):
         extra = []      # the extra micro-batches are the previous epoch's short window (check_windows names it)
     found += extra
     windows = expected_windows(cal)
