@@ -91,15 +91,21 @@ class ObserveConfig:
     sample_ids: bool = True          # recover dataset indices of every micro-batch
     params: bool = False             # store all parameters after every optimizer step (tiny models)
     warmup_steps: int = 5            # steps excluded from throughput and memory windows
+    profile: str = "full"            # full | timing (only step clocks, sample counts, memory: timed probe jobs)
 
 
 @dataclass
 class ProbeConfig:
     """`probe=<name>` runs a probe (its jobs are child runs of one probe run) instead of one plain job."""
 
-    name: str = "none"               # none | semantics
+    name: str = "none"               # none | semantics | performance | consistency
     world_sizes: list[int] = field(default_factory=lambda: [1, 2])   # the world sizes the probe's jobs run at
     clip: list[bool] = field(default_factory=lambda: [False, True])  # semantics: jobs without / with clipping
+    repeats: int = 5                 # performance: jobs per arm and model width, baseline and wrapper alternating
+    widths: list[int] = field(default_factory=lambda: [256, 1024])   # performance: the model widths (task.hidden)
+    steps: int = 60                  # performance: optimizer steps timed per job (after observe.warmup_steps)
+    seeds: int = 3                   # consistency: seeds per arm, each paired with the baseline's
+    switches: list[str] = field(default_factory=list)   # consistency: bf16_mixed | fp16_mixed | ws2, one at a time
 
 
 @dataclass
@@ -193,6 +199,8 @@ RANGES: dict[str, Range] = {
     "tracking.flush_interval_s": POSITIVE, "tracking.batch_size": Range(1, 1000),
     "tracking.progress_interval_s": POSITIVE,
     "observe.warmup_steps": AT_LEAST_0, "probe.world_sizes": Range(1, items=True),
+    "probe.repeats": AT_LEAST_1, "probe.widths": Range(1, items=True), "probe.steps": AT_LEAST_1,
+    "probe.seeds": AT_LEAST_1,
     "seed": Range(0, SEED_LIMIT, high_open=True), "repeat": Range(0, 2**63, high_open=True),
 }
 
@@ -204,7 +212,8 @@ def choices() -> dict[str, tuple]:
 
     return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),
             "train.schedule": ("constant", "linear", "cosine"), "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
-            "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto")}
+            "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto"),
+            "observe.profile": ("full", "timing")}
 
 
 def validate(cfg: DictConfig) -> list[str]:
@@ -219,12 +228,21 @@ def validate(cfg: DictConfig) -> list[str]:
             *(fit_problems(cfg.task) if task_fits else []), *_probe_problems(cfg)]
 
 
+SWITCHES = ("bf16_mixed", "fp16_mixed", "ws2")   # consistency stage 3: one switch away from fp32, one process
+
+
 def _probe_problems(cfg: DictConfig) -> list[str]:
-    """A probe's clip list must not be empty (its world sizes are a range: `RANGES`)."""
+    """A probe's clip list must not be empty, its switches must be known (its world sizes, widths, repeats are
+    ranges: `RANGES`)."""
     probe = cfg.get("probe")
     if probe is None or probe.name == "none":
         return []
-    return ["probe.clip=[] runs no job: e.g. probe.clip=[false,true]"] if not probe.clip else []
+    problems = ["probe.clip=[] runs no job: e.g. probe.clip=[false,true]"] if not probe.clip else []
+    unknown = [s for s in probe.switches if s not in SWITCHES]
+    if unknown:
+        problems.append(f"probe.switches: {', '.join(map(str, unknown))} is not a switch: choose among "
+                        f"{', '.join(SWITCHES)} (e.g. probe.switches=[bf16_mixed,ws2])")
+    return problems
 
 
 def unknown_keys(cfg: DictConfig) -> list[str]:

@@ -18,6 +18,7 @@ CHECKPOINTS_DIR = "checkpoints"
 # --- environment variables -----------------------------------------------------------------------------------
 CONTROLLER_PID_ENV = "EVALKIT_CONTROLLER_PID"   # workers die with the controller that set it
 PARENT_RUN_ENV = "EVALKIT_PARENT_RUN_ID"        # a sweep's parent run, for its jobs
+SPAWN_WALL_ENV = "EVALKIT_SPAWN_WALL"           # time.time() when the controller started the worker (start-up cost)
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"
 SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"           # set by a caller that wants to know the sweep id in advance
 
@@ -67,6 +68,17 @@ def val_metric(name: str) -> str:
 def probe_pass(dimension: str) -> str:
     """The metric a probe logs for its dimension's pass (1) or fail (0): `probe/<dimension>/pass`."""
     return f"probe/{dimension}/pass"
+
+
+def probe_status(dimension: str) -> str:
+    """The tag with a probe's outcome, pass | fail | inconclusive: `evalkit.probe.<dimension>.status`
+    (`probe/<dimension>/pass` is logged only when the probe decided)."""
+    return f"evalkit.probe.{dimension}.status"
+
+
+def probe_headline(dimension: str) -> str:
+    """The tag with a probe's headline figure for the verdict cell: `evalkit.probe.<dimension>.headline`."""
+    return f"evalkit.probe.{dimension}.headline"
 
 
 def probe_reason(dimension: str) -> str:

@@ -71,6 +71,7 @@ class WorkerGroup:
                 # spread one rank over all of them (Ignite's auto_model wraps DataParallel).
                 env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(r) for r in range(world_size)))
             with open(self.log_paths[rank], "wb") as log:
+                env[names.SPAWN_WALL_ENV] = repr(time.time())
                 self.procs.append(subprocess.Popen([sys.executable, "-m", "evalkit.worker", job_dir],
                                                    env=env, stdout=log, stderr=subprocess.STDOUT,
                                                    start_new_session=True))

@@ -16,6 +16,7 @@ Records go to the spool once per optimizer step. On CUDA, values are read withou
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -58,6 +59,8 @@ class Observer:
         self.memory = PeakMemory(device, import_rss)
         self.params = ParamRecords(task.model, spool) if record_params else None
         self._hooks: Hooks | None = None
+        self.first_forward_wall: float | None = None   # time.time() of the first training forward (start-up cost)
+        self.first_step_wall: float | None = None      # ... and of the first optimizer step's end
 
     @property
     def step(self) -> int:
@@ -90,6 +93,8 @@ class Observer:
         dtype = self.dtypes.read(out)
         ids = self.samples.take()
         if torch.is_grad_enabled():
+            if self.first_forward_wall is None:
+                self.first_forward_wall = time.time()
             self.dtypes.count(dtype)
             self.steps.add_micro(module.training, dtype, ids, self.samples.size(ids, out))
         elif out is not None and not isinstance(ids, DeferredIds):
@@ -98,6 +103,8 @@ class Observer:
     def _on_step_post(self, optimizer, args, kwargs) -> None:
         self.validation.flush(self.steps.step)
         now, seconds = self.clock.lap()
+        if self.first_step_wall is None:
+            self.first_step_wall = time.time()
         validated = self.validation.in_interval
         samples = self.steps.end_step(optimizer, now, seconds, validated)
         step = self.steps.step

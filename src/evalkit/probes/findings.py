@@ -62,10 +62,21 @@ class ProbeResult:
     figures: dict[str, float] = field(default_factory=dict)   # logged as probe/<dim>/<name>
     notes: list[str] = field(default_factory=list)            # what was checked, what could not be
     series: dict[str, dict[str, list]] = field(default_factory=dict)   # job -> column -> values (plots)
+    headline: str = ""                    # the verdict cell's figure ("" : the findings' count)
+    inconclusive: bool = False            # the evidence could not decide (unstable timings, too few seeds)
+    sections: list[str] = field(default_factory=list)          # markdown blocks for the report (tables)
+
+    @property
+    def status(self) -> str:
+        """pass | fail | inconclusive."""
+        return "inconclusive" if self.inconclusive else "pass" if self.passed else "fail"
 
     @property
     def reason(self) -> str:
-        """One line for the verdict: the number of findings and the first one (empty when it passes)."""
+        """One line for the verdict: the number of findings and the first one (empty when it passes; why it
+        could not decide when inconclusive)."""
+        if self.inconclusive:
+            return self.notes[0] if self.notes else "inconclusive"
         if self.passed:
             return ""
         if not self.findings:
@@ -83,8 +94,8 @@ class ProbeResult:
         return cls(**data)
 
     def to_markdown(self, title: str) -> str:
-        lines = [f"# {title}", "", f"**{self.dimension}: {'pass' if self.passed else 'fail'}** "
-                 f"({len(self.findings)} finding(s))", ""]
+        summary = self.headline or f"{len(self.findings)} finding(s)"
+        lines = [f"# {title}", "", f"**{self.dimension}: {self.status}** ({summary})", ""]
         if self.findings:
             lines += ["| # | finding | first step | job | size | explained by | align with |",
                       "|---|---|---|---|---|---|---|"]
@@ -93,6 +104,8 @@ class ProbeResult:
                              f"{f.job} | {_cell(f.size)} | {_cell('; '.join(f.explained_by) or UNEXPLAINED)} | "
                              f"{_cell(f.knob)} |")
             lines.append("")
+        for section in self.sections:
+            lines += [section.rstrip(), ""]
         if self.figures:
             lines += ["Figures: " + ", ".join(f"{k}={v:g}" for k, v in sorted(self.figures.items())), ""]
         lines += [f"- {note}" for note in self.notes]

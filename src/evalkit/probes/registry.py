@@ -5,7 +5,11 @@ import importlib
 
 from evalkit.probes.base import Probe
 
-PROBES = {"semantics": "evalkit.probes.semantics.probe"}   # name -> module holding `PROBE`
+PROBES = {   # name -> module holding `PROBE`
+    "semantics": "evalkit.probes.semantics.probe",
+    "performance": "evalkit.probes.performance.probe",
+    "consistency": "evalkit.probes.consistency.probe",
+}
 
 
 def probe_names() -> tuple[str, ...]:

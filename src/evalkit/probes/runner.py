@@ -29,13 +29,18 @@ from evalkit.probes.registry import load_probe
 
 def probe_job_config(cfg: DictConfig, probe: Probe, job: PlannedJob) -> DictConfig:
     """The config of one of the probe's jobs: the probe's config on the probe's task (its bundled settings, as
-    `task=<name>` would compose them), with the plan's settings, no probe."""
+    `task=<name>` would compose them), with the plan's settings, no probe. A plan's `trainer` setting names
+    another bundled trainer (`"trainer": "baseline"`: the control arm of a comparison), composed as
+    `trainer=<name>` would compose it."""
     child = copy.deepcopy(cfg)
     OmegaConf.set_struct(child, False)
     task = probe.task(cfg)
     if child.task.name != task:
         child.task = bundled_task_config(task)
-    for key, value in job.overrides.items():
+    settings = dict(job.overrides)
+    if "trainer" in settings:
+        child.trainer = bundled_trainer_config(settings.pop("trainer"))
+    for key, value in settings.items():
         OmegaConf.update(child, key, value, merge=False)
     child.probe.name = "none"
     child.run_name = f"{probe.name}-{cfg.trainer.name}-{cfg.trainer.mode}-{job.name}"
@@ -51,6 +56,14 @@ def bundled_task_config(name: str) -> DictConfig:
     written = OmegaConf.to_container(bundled_task(name))
     written.pop("defaults", None)
     return OmegaConf.merge(OmegaConf.structured(BUNDLED[name]), written)
+
+
+def bundled_trainer_config(name: str) -> DictConfig:
+    """The trainer node `trainer=<name>` composes: its conf/trainer YAML merged into its schema."""
+    from evalkit.config import TrainerConfig
+    from evalkit.trainers import bundled_trainers
+
+    return OmegaConf.merge(OmegaConf.structured(TrainerConfig), bundled_trainers()[name])
 
 
 class ProbeRun:
@@ -115,11 +128,12 @@ class ProbeRun:
 
     def record(self, result: ProbeResult, jobs: list[JobEvidence]) -> None:
         dim, client, run_id = result.dimension, self.client, self.run_id
-        points = [tracking.metric(names.probe_pass(dim), 1.0 if result.passed else 0.0, 0)]
+        points = [] if result.inconclusive else [tracking.metric(names.probe_pass(dim), float(result.passed), 0)]
         points += [tracking.metric(f"probe/{dim}/{k}", float(v), 0) for k, v in sorted(result.figures.items())
                    if v is not None]
         tracking.log_metrics(client, run_id, points)
-        tags = {names.probe_reason(dim): result.reason or None}
+        tags = {names.probe_reason(dim): result.reason or None, names.probe_status(dim): result.status,
+                names.probe_headline(dim): result.headline or None}
         versions = next((j.tags for j in jobs if j.tags.get(names.WRAPPER_VERSION)), {})
         for key in (names.WRAPPER_VERSION, names.TORCH_VERSION):
             tags[key] = versions.get(key)
@@ -167,8 +181,13 @@ def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
 
 def summary_line(cfg: DictConfig, result: ProbeResult, run_id: str) -> str:
     head = f"[evalkit] {result.dimension} probe {cfg.trainer.name}/{cfg.trainer.mode}: "
+    headline = f": {result.headline}" if result.headline else ""
+    if result.inconclusive:
+        return head + f"inconclusive{headline} (run {run_id})\n  - {result.reason}"
     if result.passed:
-        return head + f"pass (run {run_id})"
+        return head + f"pass{headline} (run {run_id})"
+    if not result.findings:
+        return head + f"fail{headline} (run {run_id})" + (f"\n  - {result.reason}" if result.reason else "")
     lines = [head + f"fail, {len(result.findings)} finding(s) (run {run_id})"]
     lines += [f"  - {f.line()}" for f in result.findings]
     return "\n".join(lines)

@@ -76,22 +76,30 @@ def _broken_reasons(broken) -> list[str]:
 
 
 def judge_probe(arm: Arm, dim: str) -> DimensionResult:
-    """pass/fail from the arm's `probe/<dim>/pass` metrics. A probe that counts findings shows their number and,
+    """pass/fail/inconclusive from the arm's probe runs (`probe/<dim>/pass` metrics, the status tag when the
+    probe could not decide). A probe with a headline shows it; one that counts findings shows their number and,
     on a fail, the first one (its reason tag); otherwise how many probe runs passed."""
-    key = names.probe_pass(dim)
-    runs = [r for r in arm.runs if key in r.metrics]
+    key, status = names.probe_pass(dim), names.probe_status(dim)
+    runs = [r for r in arm.runs if key in r.metrics or r.tags.get(status) == INCONCLUSIVE]
     if not runs:
         return DimensionResult(NOT_RUN)
-    failed = [r for r in runs if r.metrics[key] < 0.5]
+    failed = [r for r in runs if key in r.metrics and r.metrics[key] < 0.5]
+    undecided = [r for r in runs if key not in r.metrics]
     counted = [r.metrics[f"probe/{dim}/findings"] for r in runs if f"probe/{dim}/findings" in r.metrics]
-    figure = f"{len(runs) - len(failed)}/{len(runs)} probes pass"
-    if counted:
+    headlines = [r.tags[names.probe_headline(dim)] for r in (failed or undecided or runs)
+                 if r.tags.get(names.probe_headline(dim))]
+    figure = f"{len(runs) - len(failed) - len(undecided)}/{len(runs)} probes pass"
+    if headlines:
+        figure = headlines[0] + (f" (+{len(runs) - 1} probe runs)" if len(runs) > 1 else "")
+    elif counted:
         figure = f"{int(sum(counted))} finding{'' if sum(counted) == 1 else 's'}"
         if failed and failed[0].tags.get(names.probe_reason(dim)):
             figure += ": " + _first_finding(failed[0].tags[names.probe_reason(dim)])
-    if not failed:
-        return DimensionResult(PASS, figure)
-    return DimensionResult(FAIL, figure, [_probe_reason(r, dim) for r in failed])
+    if failed:
+        return DimensionResult(FAIL, figure, [_probe_reason(r, dim) for r in failed])
+    if undecided:
+        return DimensionResult(INCONCLUSIVE, figure, [_probe_reason(r, dim, "could not decide") for r in undecided])
+    return DimensionResult(PASS, figure)
 
 
 def _first_finding(reason: str, limit: int = 90) -> str:
@@ -100,14 +108,14 @@ def _first_finding(reason: str, limit: int = 90) -> str:
     return first if len(first) <= limit else first[:limit - 1] + "…"
 
 
-def _probe_reason(run, dim: str) -> str:
+def _probe_reason(run, dim: str, outcome: str = "failed") -> str:
     prefix = f"probe/{dim}/"
     figures = ", ".join(f"{k[len(prefix):]}={v:g}" for k, v in sorted(run.metrics.items())
                         if k.startswith(prefix) and k != prefix + "pass")
     why = run.tags.get(names.probe_reason(dim), "")
     parts = [p for p in (why, figures) if p]
     where = f"probe run {run.run_id[:8]}" + (f" (seed {run.seed})" if run.seed is not None else "")
-    return f"{dim} probe failed in {where}" + (": " + "; ".join(parts) if parts else "")
+    return f"{dim} probe {outcome} in {where}" + (": " + "; ".join(parts) if parts else "")
 
 
 def judge_consistency(comparisons: list[Comparison], divergence: int | None, why_not: str = "") -> DimensionResult:

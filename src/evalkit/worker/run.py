@@ -33,6 +33,7 @@ from evalkit.tasks.catalog import Task
 from evalkit.tasks.schemas import builder_arguments
 from evalkit.trainers import not_installed
 from evalkit.worker.optim import make_optimizer, make_scheduler
+from evalkit.worker.startup import StartupMarks
 
 
 def resolve_device(hardware: str, local_rank: int) -> torch.device:
@@ -111,6 +112,8 @@ def run(job_dir: str) -> int:
     rank = int(os.environ.get("RANK", 0))
     spool = SpoolWriter(spec["spool_dir"], rank)
     observer: Observer | None = None
+    startup = StartupMarks()
+    startup.mark("torch_imported")
     try:
         if cfg.hardware.threads:     # fixed by the controller for every arm, before any wrapper is imported
             torch.set_num_threads(cfg.hardware.threads)
@@ -118,6 +121,7 @@ def run(job_dir: str) -> int:
         preload = getattr(adapter, "preload", None)
         if callable(preload):        # the wrapper's modules now, so that their memory is not training memory
             preload()
+        startup.mark("wrapper_imported")
         if rank == 0:
             spool.write_json("versions.json", {**adapter.versions(), "torch": torch.__version__})
         device = resolve_device(cfg.hardware.device, int(os.environ.get("LOCAL_RANK", 0)))
@@ -134,7 +138,11 @@ def run(job_dir: str) -> int:
                             sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
                             resuming=bool(spec.get("resume_from")), import_rss=import_rss).attach()
         adapter.fit(make_job(cfg, task, device, spec))
-        spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **observer.finish()})
+        summary = observer.finish()
+        startup.mark("first_forward", observer.first_forward_wall)
+        startup.mark("first_step", observer.first_step_wall)
+        spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **summary,
+                                                       **startup.summary()})
         if rank == 0:
             spool.write_json("effective_config.json", redact(adapter.effective_config()))
         return 0
