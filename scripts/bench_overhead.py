@@ -1,21 +1,32 @@
 """What evalkit's measuring costs, measured side by side in one run (ratios, never absolute targets).
 
-1. Observer overhead: the baseline loop with evalkit's observers vs the same loop without them,
-   interleaved in blocks in one process; both variants carry the same minimal step clock (one global
-   optimizer post-hook), so the ratio isolates the observers. Target: median ratio <= 1.02.
+1. Observer overhead, per model width (`task.hidden`; default 256, about 3 ms steps on CPU, and 1024, the
+   default width): three variants of the baseline loop in one process, interleaved in rounds: bare (only the
+   minimal step clock every variant carries: one global optimizer post hook), observed with the `timing`
+   profile (what timed probe jobs run) and observed with the `full` profile. Each round runs every variant for
+   one block of steps, in an order rotated through the six permutations (ABC ACB BAC BCA CAB CBA ...), so a
+   drift of the machine, and each block's position, fall on all variants alike. A round's ratio is a
+   profile's median step time over bare's in that round; printed: the median ratio over rounds with its
+   interquartile range, each profile's cost per step in ms, and the target: timing profile <= 1.02.
 2. Shipping cost per metric point: evalkit's spool -> log_batch shipping vs one `log_metric` call per
    point, on the same SQLite store. Target: >= 30x cheaper.
 
-    python scripts/bench_overhead.py [--task mlp_regression] [--blocks 12] [--block-steps 60] [--points 1000]
-                                     [Hydra overrides: task.hidden=256, hardware=cuda, precision=bf16_mixed]
+    python scripts/bench_overhead.py [--task mlp_regression] [--widths 256,1024] [--blocks 12]
+                                     [--block-steps 60] [--skip 5] [--points 1000]
+                                     [Hydra overrides: hardware=cuda, precision=bf16_mixed]
+
+The default invocation takes about two minutes on a 2-core CPU machine; on a shared machine the rounds'
+spread says how far the medians can be trusted.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -30,6 +41,11 @@ from evalkit.observe.observer import Observer  # noqa: E402
 from evalkit.spool import SpoolWriter  # noqa: E402
 from evalkit.worker.run import build_task, make_job, resolve_device  # noqa: E402
 
+BARE, TIMING, FULL = "bare", "timing", "full"
+VARIANTS = (BARE, TIMING, FULL)
+ORDERS = list(itertools.permutations(VARIANTS))     # round r runs ORDERS[r % 6]
+TARGET = 1.02
+
 
 def _compose(overrides: list[str]):
     register_configs()
@@ -37,9 +53,31 @@ def _compose(overrides: list[str]):
         return compose("config", overrides=overrides)
 
 
-def observer_overhead(task: str, blocks: int, block_steps: int, skip: int,
-                      overrides: list[str]) -> tuple[float, float, float]:
-    cfg = _compose([f"task={task}", f"train.max_steps={block_steps}", "train.val_every=0", *overrides])
+@dataclass
+class Overhead:
+    """One width's rounds: per round, each variant's step time (CPU: the block's median step; CUDA: its mean)."""
+
+    width: int
+    caliber: str
+    rounds: list[dict[str, float]]
+
+    def ratios(self, profile: str) -> list[float]:
+        return [r[profile] / r[BARE] for r in self.rounds]
+
+    def cost_ms(self, profile: str) -> float:
+        """The profile's cost per step: the median over rounds of its step time minus bare's, in ms."""
+        return statistics.median(r[profile] - r[BARE] for r in self.rounds) * 1e3
+
+    def step_ms(self, variant: str) -> float:
+        return statistics.median(r[variant] for r in self.rounds) * 1e3
+
+
+def observer_overhead(task: str, width: int, blocks: int, block_steps: int, skip: int,
+                      overrides: list[str]) -> Overhead:
+    """`blocks` rounds of the three variants at `task.hidden=width`, `block_steps` optimizer steps per block,
+    the first `skip` steps of each block left out (they are also the observers' warm-up steps)."""
+    cfg = _compose([f"task={task}", f"train.max_steps={block_steps}", "train.val_every=0", *overrides,
+                    f"task.hidden={width}"])
     task_obj = build_task(cfg)
     device = resolve_device(cfg.hardware.device, 0)
     stamps: list[float] = []
@@ -48,29 +86,56 @@ def observer_overhead(task: str, blocks: int, block_steps: int, skip: int,
         stamps.append(time.perf_counter())
 
     clock = register_optimizer_step_post_hook(tick)
-    times: dict[bool, list[float]] = {True: [], False: []}
+    rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         spool = SpoolWriter(tmp, 0)
-        for block in range(2 * blocks):
-            observed = (block % 2 == 0) == ((block // 2) % 2 == 0)     # ABBA order: O U U O O U ...
-            job = make_job(cfg, task_obj, device, {"ckpt_dir": os.path.join(tmp, "ckpt")})
-            job.ckpt_every, job.max_steps = 10**9, block_steps
-            observer = Observer(task_obj, spool, job.device, warmup_steps=0).attach() if observed else None
-            stamps.clear()
-            _fit(job)
-            if observer:
-                observer.detach()
-            if device.type == "cuda":
-                # Per-step stamps would only time the CPU's queueing: one block's mean step time, from the
-                # step after `skip` until the device finished the last one.
-                torch.cuda.synchronize(device)
-                times[observed].append((time.perf_counter() - stamps[skip]) / (len(stamps) - 1 - skip))
-            else:
-                times[observed].extend([b - a for a, b in zip(stamps, stamps[1:])][skip:])
+        for r in range(blocks):
+            times: dict[str, float] = {}
+            for variant in ORDERS[r % len(ORDERS)]:
+                job = make_job(cfg, task_obj, device, {"ckpt_dir": os.path.join(tmp, "ckpt")})
+                job.ckpt_every, job.max_steps = 10**9, block_steps
+                observer = None if variant == BARE else Observer(
+                    task_obj, spool, job.device, warmup_steps=skip, profile=variant,
+                    sample_ids=variant == FULL).attach()
+                stamps.clear()
+                _fit(job)
+                if observer:
+                    observer.detach()
+                times[variant] = _block_step_time(stamps, skip, device)
+            rounds.append(times)
         spool.close()
     clock.remove()
-    with_obs, without = statistics.median(times[True]), statistics.median(times[False])
-    return with_obs / without, with_obs, without, caliber(cfg)
+    return Overhead(width, caliber(cfg), rounds)
+
+
+def _block_step_time(stamps: list[float], skip: int, device: torch.device) -> float:
+    if device.type == "cuda":
+        # Per-step stamps would only time the CPU's queueing: the block's mean step time, from the step after
+        # `skip` until the device finished the last one.
+        torch.cuda.synchronize(device)
+        return (time.perf_counter() - stamps[skip]) / (len(stamps) - 1 - skip)
+    return statistics.median([b - a for a, b in zip(stamps, stamps[1:])][skip:])
+
+
+def _spread(values: list[float]) -> str:
+    if len(values) < 2:
+        return "(one round: no spread)"
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return f"(IQR {q1:.4f}-{q3:.4f} over {len(values)} rounds)"
+
+
+def report(result: Overhead, task: str, block_steps: int, overrides: list[str]) -> None:
+    print(f"observer overhead on {task} task.hidden={result.width} {' '.join(overrides)}".rstrip()
+          + f" (caliber {result.caliber}, {len(result.rounds)} rounds x {block_steps} steps per variant, "
+            "order rotated):")
+    print(f"  median step time: bare {result.step_ms(BARE):.3f} ms, timing {result.step_ms(TIMING):.3f} ms, "
+          f"full {result.step_ms(FULL):.3f} ms")
+    for profile in (TIMING, FULL):
+        ratios = result.ratios(profile)
+        print(f"  {profile}/bare = {statistics.median(ratios):.4f} {_spread(ratios)}; "
+              f"{profile} profile costs {result.cost_ms(profile):+.3f} ms per step")
+    met = statistics.median(result.ratios(TIMING)) <= TARGET
+    print(f"  timing profile <= {TARGET}: {'met' if met else 'NOT met'}")
 
 
 def _fit(job) -> None:
@@ -110,20 +175,20 @@ def shipping_cost(points: int) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="mlp_regression")
-    parser.add_argument("--blocks", type=int, default=12)
+    parser.add_argument("--widths", default="256,1024", help="model widths (task.hidden), comma-separated")
+    parser.add_argument("--blocks", type=int, default=12, help="rounds: blocks per variant and width")
     parser.add_argument("--block-steps", type=int, default=60)
     parser.add_argument("--skip", type=int, default=5, help="steps at the start of each block left out")
     parser.add_argument("--points", type=int, default=1000)
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides for the task, e.g. task.hidden=256")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for the job, e.g. hardware=cuda")
     args = parser.parse_args()
+    if args.blocks < 1 or args.block_steps < args.skip + 3:
+        parser.error("--blocks must be >= 1 and --block-steps >= --skip + 3")
+    widths = [int(w) for w in args.widths.split(",") if w.strip()]
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    ratio, with_obs, without, cal = observer_overhead(args.task, args.blocks, args.block_steps, args.skip,
-                                                      args.overrides)
-    print(f"observer overhead on {args.task} {' '.join(args.overrides)} (caliber {cal}, "
-          f"{args.blocks}x{args.block_steps} steps per variant, ABBA-interleaved):")
-    print(f"  median step time observed {with_obs * 1e3:.3f} ms / unobserved {without * 1e3:.3f} ms"
-          f" = ratio {ratio:.4f}  (target <= 1.02: {'PASS' if ratio <= 1.02 else 'MISS'}); "
-          f"observers cost {(with_obs - without) * 1e3:+.3f} ms per step")
+    for width in widths:
+        result = observer_overhead(args.task, width, args.blocks, args.block_steps, args.skip, args.overrides)
+        report(result, args.task, args.block_steps, args.overrides)
     speedup, ship, naive = shipping_cost(args.points)
     print(f"shipping {args.points} metric points to SQLite: evalkit {ship * 1e6:.1f} us/point, "
           f"log_metric {naive * 1e6:.1f} us/point = {speedup:.1f}x cheaper "

@@ -2,9 +2,10 @@
 
 Torch hooks: a forward hook on the model's first Linear/Conv layer, forward pre/post hooks on the task's
 model, a forward hook on the task's loss module, and torch's global optimizer step pre/post hooks (every
-optimizer in the process). Registrations on torch base classes (`LRScheduler.step`, `GradScaler.scale`,
-`GradScaler.update`) keep a registry of the schedulers and scalers in use, so the observers can read ones
-they did not create; `GradScaler.update` also tells listeners, before it runs, that a scaler updated.
+optimizer in the process); a hook given no callback is not registered (the `timing` profile uses fewer).
+Registrations on torch base classes (`LRScheduler.step`, `GradScaler.scale`, `GradScaler.update`) keep a
+registry of the schedulers and scalers in use, so the observers can read ones they did not create;
+`GradScaler.update` also tells listeners, before it runs, that a scaler updated.
 Nothing here touches a wrapper's internals; the collectors decide what each hook records.
 """
 from __future__ import annotations
@@ -53,28 +54,38 @@ def first_tensor(value: Any) -> torch.Tensor | None:
 
 class Hooks:
     """One observer's registrations, in the order torch calls them within a step; `remove()` undoes them (the
-    wrappers on the torch base classes stay: they only fill the registries)."""
+    wrappers on the torch base classes stay: they only fill the registries). A callback given as None is not
+    registered; `remove_compute_layer()` drops the compute layer's hook alone (mid-run, outside that layer's
+    forward)."""
 
     def __init__(self, model: torch.nn.Module, compute_layer: torch.nn.Module, loss_fn: torch.nn.Module, *,
-                 on_compute_layer: Callable, on_forward_pre: Callable, on_forward: Callable, on_loss: Callable,
-                 on_step_pre: Callable, on_step_post: Callable, on_scaler_update: Callable[[Any], None]):
+                 on_compute_layer: Callable | None, on_forward_pre: Callable | None, on_forward: Callable,
+                 on_loss: Callable | None, on_step_pre: Callable | None, on_step_post: Callable,
+                 on_scaler_update: Callable[[Any], None]):
         _register_on_call(LRScheduler, "step", SCHEDULERS)
         _register_on_call(torch.amp.GradScaler, "scale", SCALERS)
         _register_on_call(torch.amp.GradScaler, "update", SCALERS, _SCALER_UPDATE_LISTENERS)
         self._on_scaler_update = on_scaler_update
         _SCALER_UPDATE_LISTENERS.append(on_scaler_update)
-        self._handles = [
-            compute_layer.register_forward_hook(on_compute_layer),
-            model.register_forward_pre_hook(on_forward_pre, with_kwargs=True),
-            model.register_forward_hook(on_forward, with_kwargs=True),
-            loss_fn.register_forward_hook(on_loss),
-            register_optimizer_step_pre_hook(on_step_pre),
-            register_optimizer_step_post_hook(on_step_post),
+        self._compute_layer = compute_layer.register_forward_hook(on_compute_layer) if on_compute_layer else None
+        registrations = [
+            (on_forward_pre, lambda f: model.register_forward_pre_hook(f, with_kwargs=True)),
+            (on_forward, lambda f: model.register_forward_hook(f, with_kwargs=True)),
+            (on_loss, loss_fn.register_forward_hook),
+            (on_step_pre, register_optimizer_step_pre_hook),
+            (on_step_post, register_optimizer_step_post_hook),
         ]
+        self._handles = [register(callback) for callback, register in registrations if callback is not None]
+
+    def remove_compute_layer(self) -> None:
+        if self._compute_layer is not None:
+            self._compute_layer.remove()
+            self._compute_layer = None
 
     def remove(self) -> None:
         if self._on_scaler_update in _SCALER_UPDATE_LISTENERS:
             _SCALER_UPDATE_LISTENERS.remove(self._on_scaler_update)
+        self.remove_compute_layer()
         for handle in self._handles:
             handle.remove()
         self._handles = []

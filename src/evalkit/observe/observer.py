@@ -13,6 +13,13 @@ the collectors that record from it, in the order below. Each collector owns one 
 
 Records go to the spool once per optimizer step. On CUDA, values are read without waiting for the device
 (`deferred.py`) and step ends are CUDA events read once at the end.
+
+Two profiles. `full` (the default; the semantic and stability probes need it): all of the above. `timing`
+(timed jobs: the performance probe): only what throughput and memory need, at a few microseconds per step:
+the step clock, one light step record per optimizer step (`light_steps.py`: samples from the input's first
+dimension, LR, loss on CPU), the memory window, and the compute dtype read during the warm-up steps only
+(the compute layer's hook is removed when the measured window starts). No sample ids of training forwards, no
+gradient norms, micro-batch or parameter records. Validation runs outside the timed window and is kept.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import torch
 
 from evalkit.observe.dtypes import ComputeDtypes, compute_layer
 from evalkit.observe.hooks import Hooks, first_tensor
+from evalkit.observe.light_steps import LightStepRecords
 from evalkit.observe.memory import PeakMemory
 from evalkit.observe.params import ParamRecords
 from evalkit.observe.samples import DeferredIds, SampleIds
@@ -31,6 +39,8 @@ from evalkit.observe.timing import StepClock
 from evalkit.observe.validation import Validation
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
+
+PROFILES = ("full", "timing")
 
 
 class Observer:
@@ -43,21 +53,29 @@ class Observer:
     and expose CPU overhead (a wrapper's) that the GPU's work normally hides. Off, every record is written
     when its step ends. `resuming`: the job resumes a checkpoint (step numbers continue from its state).
     `import_rss`: the process's RSS after the wrapper's imports (CPU training memory is counted above it).
+    `profile`: "full" or "timing" (see the module's docstring); under "timing", `sample_ids` only serves
+    validation, `record_params` and `deferred` are ignored (nothing is read off the device per step).
     """
 
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
                  sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None,
-                 resuming: bool = False, import_rss: int | None = None):
-        self.task, self.spool, self.device = task, spool, device
+                 resuming: bool = False, import_rss: int | None = None, profile: str = "full"):
+        if profile not in PROFILES:
+            raise ValueError(f"observe profile {profile!r} is not one of {', '.join(PROFILES)}")
+        self.task, self.spool, self.device, self.profile = task, spool, device, profile
         self.warmup_steps = warmup_steps
-        self.deferred = device.type == "cuda" if deferred is None else deferred
+        timing = profile == "timing"
+        self.deferred = False if timing else device.type == "cuda" if deferred is None else deferred
         self.samples = SampleIds(task, deferred=self.deferred, enabled=sample_ids)
         self.dtypes = ComputeDtypes()
-        self.steps = StepRecords(spool, self.samples, deferred=self.deferred, resuming=resuming)
+        self._reading_dtypes = True        # timing: until the measured window starts
+        self.steps: StepRecords | LightStepRecords = (
+            LightStepRecords(spool, read_loss=device.type == "cpu", resuming=resuming) if timing
+            else StepRecords(spool, self.samples, deferred=self.deferred, resuming=resuming))
         self.validation = Validation(task, spool)
         self.clock = StepClock(device, warmup_steps)
         self.memory = PeakMemory(device, import_rss)
-        self.params = ParamRecords(task.model, spool) if record_params else None
+        self.params = ParamRecords(task.model, spool) if record_params and not timing else None
         self._hooks: Hooks | None = None
         self.first_forward_wall: float | None = None   # time.time() of the first training forward (start-up cost)
         self.first_step_wall: float | None = None      # ... and of the first optimizer step's end
@@ -69,6 +87,15 @@ class Observer:
 
     def attach(self) -> "Observer":
         model = self.task.model
+        if self.profile == "timing":
+            steps = self.steps
+            self._hooks = Hooks(model, compute_layer(model), self.task.loss_fn,
+                                on_compute_layer=self.dtypes.on_compute_layer, on_forward_pre=None,
+                                on_forward=self._on_forward_timing,
+                                on_loss=steps.on_loss if steps.read_loss else None,
+                                on_step_pre=steps.on_step_pre if steps.resuming else None,
+                                on_step_post=self._on_step_post, on_scaler_update=steps.on_scaler_update)
+            return self
         self._hooks = Hooks(model, compute_layer(model), self.task.loss_fn,
                             on_compute_layer=self.dtypes.on_compute_layer, on_forward_pre=self._on_forward_pre,
                             on_forward=self._on_forward, on_loss=self.steps.on_loss,
@@ -100,6 +127,23 @@ class Observer:
         elif out is not None and not isinstance(ids, DeferredIds):
             self.validation.add(module, out, ids)
 
+    def _on_forward_timing(self, module, args, kwargs, output) -> None:
+        """The `timing` profile's model forward hook: a training forward is counted (its dtype read during the
+        warm-up); a no-grad forward's ids are recovered here, for validation, outside the timed window."""
+        out = first_tensor(output)
+        if torch.is_grad_enabled():
+            if self.first_forward_wall is None:
+                self.first_forward_wall = time.time()
+            if self.validation.in_interval:
+                self.validation.flush(self.steps.step)      # a validation run in progress has ended
+            if self._reading_dtypes:
+                self.dtypes.count(self.dtypes.read(out))
+            rows = first_tensor(args) if args else first_tensor(kwargs)
+            self.steps.add_forward(rows if rows is not None and rows.dim() else out)
+        elif out is not None:
+            self.samples.on_forward_pre(args, kwargs, False)
+            self.validation.add(module, out, self.samples.take())
+
     def _on_step_post(self, optimizer, args, kwargs) -> None:
         self.validation.flush(self.steps.step)
         now, seconds = self.clock.lap()
@@ -112,8 +156,13 @@ class Observer:
             self.params.record(step)
         self.clock.add(step, seconds, samples, validated)
         self.validation.in_interval = False
-        if step == self.clock.first_measured_step(step) - 1:
+        first_measured = self.clock.first_measured_step(step)
+        if step == first_measured - 1:
             self.memory.start()
+        if self._reading_dtypes and self.profile == "timing" and step >= first_measured - 1:
+            self._reading_dtypes = False        # the warm-up told the compute dtype; the window pays nothing
+            if self._hooks is not None:
+                self._hooks.remove_compute_layer()
         self.clock.restart()
 
     # ------------------------------------------------------------------ the end
@@ -126,10 +175,14 @@ class Observer:
     def finish(self) -> dict[str, Any]:
         """Flush what is pending and return the run's summary (throughput, memory, observed dtypes)."""
         self.flush()
-        summary = {"last_step": self.steps.step, "start_step_source": self.steps.start_source,
+        summary = {"observe_profile": self.profile,
+                   "last_step": self.steps.step, "start_step_source": self.steps.start_source,
                    "threads_at_end": torch.get_num_threads(),
                    "observed_dtypes": dict(self.dtypes.counts),
                    "unattributed_samples": self.samples.unattributed, **self.clock.throughput(self.steps.step),
                    **self.memory.read()}
+        if self.profile == "timing":
+            summary["observed_dtypes_scope"] = "training forwards of the warm-up steps"
+            del summary["unattributed_samples"]        # training forwards' ids are not recovered
         self.detach()
         return summary

@@ -136,7 +136,8 @@ def run(job_dir: str) -> int:
                                            "scale": task.metric.scale})
         observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
                             sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
-                            resuming=bool(spec.get("resume_from")), import_rss=import_rss).attach()
+                            resuming=bool(spec.get("resume_from")), import_rss=import_rss,
+                            profile=cfg.observe.profile).attach()
         adapter.fit(make_job(cfg, task, device, spec))
         summary = observer.finish()
         startup.mark("first_forward", observer.first_forward_wall)
