@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_module
 
 from evalkit import quick
 from evalkit.config import RANGES, SEED_LIMIT, EvalkitConfig, config_warnings, register_configs, validate
+from evalkit.presets import QUICK
 from evalkit.tasks.schemas import BUNDLED
 
 register_configs()
@@ -218,7 +219,7 @@ def test_eval_refuses_zero_seeds_and_unknown_scenarios_before_anything(capsys):
 
 def test_eval_composes_every_job_and_validates_it():
     def check(*extra):
-        return quick.job_problems(quick.sweep_overrides(["baseline", "lightning"], [4], list(extra)))
+        return quick.job_problems(quick.sweep_overrides(QUICK, ["baseline", "lightning"], [4], list(extra)))
 
     assert check() == [] and check("precision=fp32,bf16_mixed") == []
     assert check("train.max_stepz=3") == ["bad override: train.max_stepz is not a setting: did you mean "

@@ -38,6 +38,20 @@ def test_progress_counts_failures_and_estimates_the_time_left():
 
 
 def test_the_quick_evaluation_states_its_plan():
-    assert plan_text(12, 10) == ("12 training jobs (~2 min), 10 probe runs (~5 min), then the verdict: "
-                                 "about 7 min in all")
-    assert plan_text(6, 0) == "6 training jobs (~51 s), then the verdict: about 56 s in all"
+    assert plan_text(12, {"semantics": (10, 40), "performance": (5, 30)}) == (
+        "12 training jobs (~78 s), semantics 10 runs / 40 jobs (~4 min), performance 5 runs / 30 jobs (~3 min), "
+        "then the verdict: about 9 min in all")
+    assert plan_text(6, {}) == "6 training jobs (~39 s), then the verdict: about 59 s in all"
+
+
+def test_each_preset_plans_every_probe_with_its_own_settings():
+    from evalkit.presets import QUICK, THOROUGH, plan_for, probe_overrides
+    from evalkit.quick import probe_jobs
+
+    assert probe_overrides("performance", plan_for(QUICK, "performance"), ["lightning", "fabric"], ["x=1"]) == [
+        "probe=performance", "trainer=lightning,fabric", "trainer.mode=aligned", "probe.repeats=3",
+        "probe.widths=[512]", "probe.steps=40", "x=1"]
+    assert probe_jobs(QUICK, ["semantics", "performance"], 5) == {"semantics": (10, 40), "performance": (5, 30)}
+    assert plan_for(QUICK, "no-such-probe").modes == ("aligned", "defaults")
+    assert "probe.switches=[bf16_mixed,fp16_mixed,ws2]" in plan_for(THOROUGH, "consistency").settings
+    assert len(THOROUGH.tasks) == 3 and THOROUGH.seeds > QUICK.seeds

@@ -19,6 +19,8 @@ CHECKPOINTS_DIR = "checkpoints"
 CONTROLLER_PID_ENV = "EVALKIT_CONTROLLER_PID"   # workers die with the controller that set it
 PARENT_RUN_ENV = "EVALKIT_PARENT_RUN_ID"        # a sweep's parent run, for its jobs
 SPAWN_WALL_ENV = "EVALKIT_SPAWN_WALL"           # time.time() when the controller started the worker (start-up cost)
+# A worker's start-up milestones, each summarized as `startup_<milestone>_s` (seconds since the process started)
+STARTUP_MILESTONES = ("torch_imported", "wrapper_imported", "first_forward", "first_step")
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"
 SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"           # set by a caller that wants to know the sweep id in advance
 

@@ -6,9 +6,11 @@ multirun, one MLflow parent run), then prints the verdict table and writes the r
     evalkit-eval                                  # every installed wrapper, 5 seeds, mlp_regression
     evalkit-eval --trainers lightning,accelerate --seeds 8 -- precision=bf16_mixed
     evalkit-eval --probes none                    # no probe: the training sweep and its verdict only
+    evalkit-eval --thorough                       # every task, 8 seeds, the probes at full scale
 
-Then every probe evalkit has runs for every wrapper in both modes (`aligned`, `defaults`), as a second
-multirun under the same sweep id; the verdict reads both.
+Then every probe evalkit has runs for every wrapper (both modes, `aligned` and `defaults`, except where the
+preset says otherwise), one multirun per probe under the same sweep id; the verdict reads them all. The presets
+(what each runs, at which settings) are in evalkit/presets.py.
 """
 from __future__ import annotations
 
@@ -21,22 +23,25 @@ import uuid
 
 from evalkit import names
 from evalkit.controller.tracking import display_uri, resolve_uri
+from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
 from evalkit.trainers import installed_trainers
-
-SMOKE = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val_every=20",
-         "tracking.progress_interval_s=30"]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="evalkit-eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("--trainers", help="comma-separated trainers (default: baseline + every installed wrapper)")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds per arm (default 5)")
+    parser.add_argument("--seeds", type=int, help="seeds per arm (default: the preset's, 3 quick, 8 thorough)")
+    parser.add_argument("--thorough", action="store_true",
+                        help="every bundled task, more seeds, consistency under bf16/fp16/world size 2, the "
+                             "performance probe at three widths in both modes (hours, not minutes)")
     parser.add_argument("--out", default="verdict", help="report directory (default ./verdict)")
     parser.add_argument("--scenario", default="balanced", help="ranking weights: balanced, research, platform")
     parser.add_argument("--probes", default="all",
                         help="comma-separated probes to run after training (default: all; none: no probe)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every job (after --)")
     args = parser.parse_args(argv)
+    preset = PRESETS["thorough" if args.thorough else "quick"]
+    args.seeds = preset.seeds if args.seeds is None else args.seeds
 
     problem = argument_problem(args.seeds, args.scenario) or probes_problem(args.probes)
     if problem:
@@ -53,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit-eval: cannot run {hints}", file=sys.stderr)
         return 2
     wrappers, probes = [t for t in trainers if t != "baseline"], selected_probes(args.probes)
-    problems = job_problems(sweep_overrides(trainers, [args.seeds - 1], args.overrides))
-    if probes and wrappers and not problems:
-        problems = job_problems(probe_overrides(probes, wrappers, args.overrides))
+    problems = job_problems(sweep_overrides(preset, trainers, [args.seeds - 1], args.overrides))
+    for probe in probes if wrappers else []:
+        problems = problems or job_problems(probe_overrides(probe, plan_for(preset, probe), wrappers, args.overrides))
     if problems:
         for problem in problems:
             print(f"evalkit-eval: {problem}", file=sys.stderr)
@@ -66,13 +71,13 @@ def main(argv: list[str] | None = None) -> int:
 
     uri = store_uri(args.overrides)
     sweep = f"quick-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    jobs = len(trainers) * args.seeds
-    print(f"evalkit-eval: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds), sweep {sweep}, "
-          f"store {display_uri(uri)}", file=sys.stderr, flush=True)
-    print(f"evalkit-eval: plan: {plan_text(jobs, len(probes) * len(wrappers) * 2 if wrappers else 0)}",
+    jobs = len(trainers) * args.seeds * len(preset.tasks)
+    print(f"evalkit-eval: {preset.name}: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds x "
+          f"{', '.join(preset.tasks)}), sweep {sweep}, store {display_uri(uri)}", file=sys.stderr, flush=True)
+    print(f"evalkit-eval: plan: {plan_text(jobs, probe_jobs(preset, probes, len(wrappers)))}",
           file=sys.stderr, flush=True)
     command = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "-m",
-               *sweep_overrides(trainers, range(args.seeds), args.overrides)]
+               *sweep_overrides(preset, trainers, range(args.seeds), args.overrides)]
     started = time.monotonic()
     train = subprocess.run(command, env={**os.environ, names.SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
     if train.returncode and not jobs_recorded(uri, sweep):
@@ -83,15 +88,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{'' if train.returncode == 0 else ' (some jobs failed: see the functional column)'}",
           file=sys.stderr, flush=True)
     probed = 0
-    if probes and wrappers:
-        started = time.monotonic()
-        print(f"evalkit-eval: probes {', '.join(probes)} for {', '.join(wrappers)} in aligned and defaults mode",
+    for probe in probes if wrappers else []:
+        started, plan = time.monotonic(), plan_for(preset, probe)
+        print(f"evalkit-eval: probe {probe} for {', '.join(wrappers)} in {' and '.join(plan.modes)} mode",
               file=sys.stderr, flush=True)
-        probe_run = subprocess.run([command[0], "-m", *probe_overrides(probes, wrappers, args.overrides)],
+        probe_run = subprocess.run([command[0], "-m", *probe_overrides(probe, plan, wrappers, args.overrides)],
                                    env={**os.environ, names.SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
-        probed = probe_run.returncode
-        print(f"evalkit-eval: probes done in {time.monotonic() - started:.0f} s"
-              f"{'' if probed == 0 else ' (some probes could not run: see above)'}", file=sys.stderr, flush=True)
+        probed = probed or probe_run.returncode
+        print(f"evalkit-eval: probe {probe} done in {time.monotonic() - started:.0f} s"
+              f"{'' if probe_run.returncode == 0 else ' (some probes could not run: see above)'}",
+              file=sys.stderr, flush=True)
     print("evalkit-eval: judging...", file=sys.stderr, flush=True)
 
     from evalkit.verdict.cli import main as verdict
@@ -117,16 +123,29 @@ def argument_problem(seeds: int, scenario: str) -> str | None:
 
 # Wall time on a 2-core machine like the one evalkit is developed on (the README's figures); an estimate, not a
 # promise: the sweep's own progress lines give the time left as it goes.
-TRAIN_JOB_S, PROBE_RUN_S, VERDICT_S = 8.5, 30.0, 5.0
+TRAIN_JOB_S, PROBE_JOB_S, VERDICT_S = 6.5, 6.0, 20.0
 
 
-def plan_text(train_jobs: int, probe_runs: int) -> str:
-    """`12 training jobs (~2 min), 10 probe runs (~5 min), then the verdict: about 7 min in all`."""
-    train, probe = train_jobs * TRAIN_JOB_S, probe_runs * PROBE_RUN_S
+def probe_jobs(preset: Preset, probes: list[str], wrappers: int) -> dict[str, tuple[int, int]]:
+    """probe -> (probe runs, jobs in all) the preset makes of it."""
+    out = {}
+    for probe in probes if wrappers else []:
+        plan = plan_for(preset, probe)
+        runs = wrappers * len(plan.modes)
+        out[probe] = (runs, runs * plan.jobs_per_run)
+    return out
+
+
+def plan_text(train_jobs: int, probes: dict[str, tuple[int, int]]) -> str:
+    """`12 training jobs (~1 min), semantics 10 runs / 40 jobs (~4 min), ..., then the verdict: about 6 min in
+    all`."""
+    train = train_jobs * TRAIN_JOB_S
     parts = [f"{train_jobs} training jobs (~{_minutes(train)})"]
-    if probe_runs:
-        parts.append(f"{probe_runs} probe runs (~{_minutes(probe)})")
-    return ", ".join(parts) + f", then the verdict: about {_minutes(train + probe + VERDICT_S)} in all"
+    total = train + VERDICT_S
+    for probe, (runs, jobs) in probes.items():
+        parts.append(f"{probe} {runs} runs / {jobs} jobs (~{_minutes(jobs * PROBE_JOB_S)})")
+        total += jobs * PROBE_JOB_S
+    return ", ".join(parts) + f", then the verdict: about {_minutes(total)} in all"
 
 
 def _minutes(seconds: float) -> str:
@@ -151,24 +170,11 @@ def probes_problem(option: str) -> str | None:
     return None
 
 
-def probe_overrides(probes: list[str], wrappers: list[str], extra: list[str]) -> list[str]:
-    """The overrides of the probe multirun: every probe x wrapper x mode, then the user's (the probes set their
-    own task and training settings; hardware and tracking are the user's)."""
-    return [f"probe={','.join(probes)}", f"trainer={','.join(wrappers)}", "trainer.mode=aligned,defaults", *extra]
-
-
 def store_uri(overrides: list[str]) -> str:
     """The store the sweep records into and the verdict reads: a `tracking.uri=` override (it wins over
     MLFLOW_TRACKING_URI in every job), else MLFLOW_TRACKING_URI, else the local store ./mlflow.db."""
     chosen = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("tracking.uri=")]
     return resolve_uri(chosen[-1] if chosen and chosen[-1] not in ("", "null") else None)
-
-
-def sweep_overrides(trainers: list[str], seeds, extra: list[str]) -> list[str]:
-    """The overrides of the `evalkit -m` sweep: every seed x every trainer, smoke scale, then the user's. Seed
-    first: Hydra varies the last override fastest, so the arms take turns (seed 0 of every trainer, then seed
-    1, ...) and a machine's drift over the sweep spreads over all arms instead of becoming an arm difference."""
-    return [f"seed={','.join(str(s) for s in seeds)}", f"trainer={','.join(trainers)}", *SMOKE, *extra]
 
 
 def job_problems(overrides: list[str]) -> list[str]:

@@ -79,6 +79,8 @@ def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) 
 
 
 class Controller:
+    POLL_S = 0.1    # how often the controller looks at its workers (records ship every tracking.flush_interval_s)
+
     def __init__(self, cfg: DictConfig, run_dir: str, uri: str | None = None, run_id: str | None = None,
                  stop: StopRequest | None = None, role: str = names.ROLE_JOB):
         self.cfg, self.run_dir, self.role = cfg, os.path.abspath(run_dir), role
@@ -175,12 +177,18 @@ class Controller:
 
     def _watch(self, shipper: Shipper) -> list[int]:
         interval, progress_every = self.cfg.tracking.flush_interval_s, self.cfg.tracking.progress_interval_s
-        started = last_progress = time.monotonic()
+        started = last_progress = last_ship = time.monotonic()
+        # A timed job's records ship when its workers have ended: the controller's store writes would compete
+        # with the steps being timed for the same cores.
+        timed = self.cfg.observe.profile == "timing"
         while (codes := self.workers.poll()) is None:
             if self.stop.signame:
                 self.workers.stop()
                 continue
-            time.sleep(interval)
+            time.sleep(min(interval, self.POLL_S))   # the workers' end is seen within POLL_S, not a whole interval
+            if time.monotonic() - last_ship < interval or timed:
+                continue
+            last_ship = time.monotonic()
             shipper.poll()
             if time.monotonic() - last_progress >= progress_every:
                 last_progress = time.monotonic()

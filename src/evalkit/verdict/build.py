@@ -22,6 +22,7 @@ from evalkit.analysis.stats import check_margin
 from evalkit.verdict.checks import evidence_warnings
 from evalkit.verdict.dimensions import (
     DIMENSIONS,
+    NOT_RUN,
     DimensionResult,
     judge_consistency,
     judge_functional,
@@ -137,8 +138,12 @@ def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, opti
     consistency = [c for c in comps if c.kind == EQUIVALENCE]
     dims = {d: judge_probe(arm, d) for d in DIMENSIONS}
     dims["functional"] = judge_functional(arm, nonfinite_runs(arm.finished, _metric_key(arm, options)))
-    dims["consistency"] = judge_consistency(consistency, divergence, why_not or "no final validation values")
-    dims["performance"] = judge_performance(comps, "" if comps else why_not)
+    # A probe's answer, when the arm has one, is the column's: it was measured for that question (paired,
+    # interleaved, one switch at a time); the sweep's own comparison stays in the report's tables.
+    if dims["consistency"].status == NOT_RUN:
+        dims["consistency"] = judge_consistency(consistency, divergence, why_not or "no final validation values")
+    if dims["performance"].status == NOT_RUN:
+        dims["performance"] = judge_performance(comps, "" if comps else why_not)
     return Row(arm.key, base.key if base else None, len(arm.jobs), len(arm.finished), dims, comps, divergence)
 
 

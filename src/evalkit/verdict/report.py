@@ -6,11 +6,13 @@ import base64
 import html
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
+from evalkit import names
 from evalkit.analysis import finite
 from evalkit.analysis.compare import EQUIVALENCE, NONFINITE, RELATIVE, Comparison
-from evalkit.analysis.records import RunRecord
+from evalkit.analysis.records import RunRecord, probe_runs
 from evalkit.verdict.build import Verdict, row_label
 from evalkit.verdict.dimensions import DIMENSIONS, amount, level_text, margin_text, spread_text
 from evalkit.verdict.figure import Plot
@@ -34,7 +36,11 @@ METHOD = (
     "budget, one-sided each way. p-values are Holm-adjusted over every comparison of this verdict, and a "
     "= alpha x p / p_adjusted is the level Holm left each comparison: every interval shown is the one its "
     "decision used, at that level (90 % for one comparison at alpha 0.05). A non-significant difference "
-    "is never reported as equivalence."
+    "is never reported as equivalence. When a performance or consistency probe ran for an arm (same trainer "
+    "and mode), its result fills that column instead: the performance probe times baseline and wrapper jobs "
+    "alternating in fresh processes (paired by repeat, 95% t intervals, unstable timings not judged) and fits the "
+    "per-step cost the wrapper adds over model widths; the consistency probe compares the wrapper with the "
+    "baseline step by step at one seed, over paired seeds, and under one switch at a time."
 )
 
 
@@ -56,6 +62,8 @@ def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
     reasons = fail_reasons(verdict)
     out += [Block("h2", "Reasons for every fail"), Block("list", rows=[[r] for r in reasons] or [["none"]])]
     out += _semantic_findings(semantic_probe_runs(verdict))
+    for dim, title in MEASURING_PROBES.items():
+        out += _probe_sections(dim, title, probe_runs([r for a in verdict.arms.values() for r in a.runs], dim))
     out += [Block("h2", "Stability and noise warnings"),
             Block("list", rows=[[w] for w in verdict.warnings] or [["none"]])]
     out += [Block("h2", "Plots")] + [b for p in plots for b in _plot_blocks(p)]
@@ -100,10 +108,57 @@ def _semantic_findings(runs: list[RunRecord]) -> list[Block]:
     return out
 
 
-def _passed_text(run: RunRecord, result: dict | None) -> str:
+MEASURING_PROBES = {"performance": "Performance probe: per-step cost, start-up, training memory",
+                    "consistency": "Consistency probe: step by step, paired seeds, one switch at a time"}
+
+
+def _probe_sections(dim: str, title: str, runs: list[RunRecord]) -> list[Block]:
+    """Per probe run of `dim`: its status and headline, then the tables its judge wrote."""
+    if not runs:
+        return []
+    out = [Block("h2", title)]
+    for run in runs:
+        result = run.probe_results.get(dim) or {}
+        status = run.tags.get(names.probe_status(dim)) or _passed_text(run, result or None, dim)
+        headline = result.get("headline") or run.tags.get(names.probe_headline(dim)) or ""
+        out.append(Block("h3", f"{run.trainer}/{run.mode}: {status}" + (f" ({headline})" if headline else "")
+                               + f" [probe run {run.run_id[:8]}]"))
+        for section in result.get("sections") or []:
+            out += markdown_blocks(str(section))
+        notes = [_value(n) for n in result.get("notes") or [] if _value(n)]
+        if notes:
+            out.append(Block("list", rows=[[n] for n in notes]))
+    return out
+
+
+def markdown_blocks(text: str) -> list[Block]:
+    """A judge's markdown (headings `## x`, pipe tables, paragraphs) as report blocks, so the HTML page shows
+    tables as tables."""
+    out: list[Block] = []
+    table: list[list[str]] = []
+
+    def cells(line: str) -> list[str]:
+        return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+
+    for line in text.splitlines() + [""]:
+        if line.lstrip().startswith("|"):
+            if not re.fullmatch(r"\s*\|?(\s*:?-+:?\s*\|)+\s*:?-*:?\s*", line):
+                table.append(cells(line))
+            continue
+        if table:
+            out.append(Block("table", headers=table[0], rows=table[1:]))
+            table = []
+        if line.startswith("#"):
+            out.append(Block("h3", line.lstrip("#").strip()))
+        elif line.strip():
+            out.append(Block("text", line.strip()))
+    return out
+
+
+def _passed_text(run: RunRecord, result: dict | None, dim: str = SEMANTICS) -> str:
     passed = result.get("passed") if result is not None else None
     if passed is None:
-        metric = run.metrics.get(f"probe/{SEMANTICS}/pass")
+        metric = run.metrics.get(f"probe/{dim}/pass")
         passed = None if metric is None else metric >= 0.5
     return "result unknown" if passed is None else ("pass" if passed else "fail")
 

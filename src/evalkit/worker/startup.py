@@ -9,7 +9,7 @@ import time
 
 from evalkit import names
 
-MILESTONES = ("torch_imported", "wrapper_imported", "first_forward", "first_step")
+MILESTONES = names.STARTUP_MILESTONES
 
 
 class StartupMarks:

@@ -1,0 +1,70 @@
+"""What `evalkit-eval` runs: the quick preset (smoke scale, every probe, about 12 minutes on a 2-core machine) and
+`--thorough` (every bundled task, more seeds, consistency under one switch at a time, the performance probe at
+three model widths in both modes).
+
+A preset is the training sweep (seeds x trainers x tasks, smoke-scale settings) and one probe multirun per probe,
+each with the probe's own settings and the modes it runs in; every part joins the same sweep id.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SMOKE = ["task.n_train=512", "task.n_val=128", "train.max_steps=40", "train.val_every=20",
+         "tracking.progress_interval_s=30"]
+MODES = ("aligned", "defaults")
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    settings: list[str]                 # the probe's overrides in this preset
+    modes: tuple[str, ...] = MODES
+    jobs_per_run: int = 4               # for the time estimate
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    seeds: int
+    tasks: tuple[str, ...]
+    probes: dict[str, ProbePlan] = field(default_factory=dict)
+
+
+QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
+    "semantics": ProbePlan([], jobs_per_run=4),
+    # The training sweep's seeds already compare results; the probe pairs two more per arm, step by step.
+    "consistency": ProbePlan(["probe.seeds=2"], jobs_per_run=4),
+    # Timed: one mid-size width, three alternating pairs, aligned mode (the defaults mode's settings change
+    # what is computed, not the wrapper's own cost).
+    "performance": ProbePlan(["probe.repeats=3", "probe.widths=[512]", "probe.steps=40"], ("aligned",),
+                             jobs_per_run=6),
+})
+
+THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classification", "tiny_lm"), probes={
+    "semantics": ProbePlan([], jobs_per_run=4),
+    "consistency": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40),
+    "performance": ProbePlan(["probe.repeats=5", "probe.widths=[256,1024,2048]", "probe.steps=60"],
+                             jobs_per_run=30),
+})
+
+PRESETS = {p.name: p for p in (QUICK, THOROUGH)}
+
+
+def sweep_overrides(preset: Preset, trainers: list[str], seeds, extra: list[str]) -> list[str]:
+    """The overrides of the `evalkit -m` training sweep: every seed x task x trainer, smoke scale, then the user's.
+    Seed first: Hydra varies the last override fastest, so the arms take turns (seed 0 of every trainer, then
+    seed 1, ...) and a machine's drift over the sweep spreads over all arms instead of becoming an arm
+    difference."""
+    tasks = [f"task={','.join(preset.tasks)}"] if preset.tasks != ("mlp_regression",) else []
+    return [f"seed={','.join(str(s) for s in seeds)}", *tasks, f"trainer={','.join(trainers)}", *SMOKE, *extra]
+
+
+def probe_overrides(probe: str, plan: ProbePlan, wrappers: list[str], extra: list[str]) -> list[str]:
+    """One probe's multirun: the probe x wrappers x its modes, its preset settings, then the user's (the probes
+    set their own task and training settings; hardware and tracking are the user's)."""
+    return [f"probe={probe}", f"trainer={','.join(wrappers)}", f"trainer.mode={','.join(plan.modes)}",
+            *plan.settings, *extra]
+
+
+def plan_for(preset: Preset, probe: str) -> ProbePlan:
+    """The preset's plan for `probe`; a probe the preset does not name runs with its own defaults."""
+    return preset.probes.get(probe, ProbePlan([]))
