@@ -6,7 +6,7 @@ import pytest
 
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.performance import judge as perf
-from evalkit.probes.performance.measure import JobTiming, compare_width, fit_cost
+from evalkit.probes.performance.measure import JobTiming, compare_width, fit_cost, machine_drift
 from evalkit.probes.performance.plan import job_name, parse_name, plan_jobs
 
 
@@ -36,7 +36,7 @@ def test_the_plan_alternates_the_arms_and_times_each_width():
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create({"probe": {"repeats": 3, "widths": [64, 128], "steps": 40},
-                            "observe": {"warmup_steps": 5}})
+                            "observe": {"warmup_steps": 5}, "hardware": {"threads": 0, "device": "cpu"}})
     jobs = plan_jobs(cfg)
     assert [j.name for j in jobs][:8] == ["h64-r0-baseline", "h64-r0-wrapper", "h128-r0-baseline",
                                           "h128-r0-wrapper", "h64-r1-wrapper", "h64-r1-baseline",
@@ -45,7 +45,7 @@ def test_the_plan_alternates_the_arms_and_times_each_width():
     baseline = jobs[0].overrides
     assert baseline["trainer"] == "baseline" and "trainer" not in jobs[1].overrides
     assert baseline["train.max_steps"] == 45 and baseline["observe.profile"] == "timing"
-    assert baseline["task.hidden"] == 64 and baseline["train.val_every"] == 0
+    assert baseline["task.hidden"] == 64 and baseline["train.val_every"] == 0 and baseline["hardware.threads"] == 1
     assert parse_name("h128-r1-wrapper") == (128, 1, "wrapper")
 
 
@@ -86,12 +86,16 @@ def test_noisy_timings_are_reported_unstable_not_judged():
     assert result.figures["h1024/stable"] == 0.0
 
 
-def test_a_drift_between_the_first_and_last_repeat_is_unstable():
+def test_the_machine_drifting_is_absorbed_by_the_pairs_but_a_drifting_ratio_is_unstable():
     timings = [JobTiming.of(j) for j in jobs_for(lambda b: b, widths=(256,), noise=0.0)]
     for t in timings:
-        t.step_ms *= 1 + 0.05 * t.repeat           # the machine slows 5 % per repeat: 20 % over five
+        t.step_ms *= 1 + 0.10 * t.repeat           # the machine slows 10 % per repeat, both arms alike
     width = compare_width(256, timings)
-    assert any("drifted" in p for p in width.problems)
+    assert width.stable and machine_drift(width.pairs) == pytest.approx(0.4)
+    for t in timings:
+        if t.arm == "wrapper":
+            t.step_ms *= 1 + 0.06 * t.repeat       # the wrapper alone slows: its ratio drifts
+    assert any("drifted" in p for p in compare_width(256, timings).problems)
 
 
 def test_too_few_repeats_and_failed_jobs_are_said():

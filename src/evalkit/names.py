@@ -19,6 +19,7 @@ CHECKPOINTS_DIR = "checkpoints"
 CONTROLLER_PID_ENV = "EVALKIT_CONTROLLER_PID"   # workers die with the controller that set it
 PARENT_RUN_ENV = "EVALKIT_PARENT_RUN_ID"        # a sweep's parent run, for its jobs
 SPAWN_WALL_ENV = "EVALKIT_SPAWN_WALL"           # time.time() when the controller started the worker (start-up cost)
+CPUS_ENV = "EVALKIT_CPUS"                       # a timed job's worker: the CPUs it pins itself to (e.g. "1")
 # A worker's start-up milestones, each summarized as `startup_<milestone>_s` (seconds since the process started)
 STARTUP_MILESTONES = ("torch_imported", "wrapper_imported", "first_forward", "first_step")
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"

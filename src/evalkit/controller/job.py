@@ -147,7 +147,8 @@ class Controller:
             json.dump({"run_id": self.run_id, "tracking_uri": self.uri}, fh)
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
         self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr,
-                                   cuda=runs_on_cuda(self.cfg), threads=worker_threads(self.cfg))
+                                   cuda=runs_on_cuda(self.cfg), threads=worker_threads(self.cfg),
+                                   pin=self.cfg.observe.profile == "timing")
         self._watch(shipper)
         outcome = self.workers.outcome(self.stop.signame)
         with open(os.path.join(self.run_dir, names.EXIT_CODES_FILE), "w") as fh:

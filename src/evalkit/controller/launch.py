@@ -43,13 +43,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def pinned_cpus(world_size: int, threads: int) -> list[list[int]] | None:
+    """For timed jobs: the CPUs each rank is pinned to, `threads` each, taken from the end of the CPUs this
+    process may use, so that the first stays with the controller and the system; None when there are not enough
+    (then nothing is pinned). The same CPUs for every job: every arm is timed on the same cores."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    needed = world_size * threads
+    if not allowed or needed > len(allowed) or (world_size == 1 and needed == len(allowed)):
+        return None      # one rank on every CPU: pinning would change nothing
+    chosen = allowed[len(allowed) - needed:]
+    return [chosen[r * threads:(r + 1) * threads] for r in range(world_size)]
+
+
 class WorkerGroup:
     def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1",
-                 cuda: bool = False, threads: int | None = None):
+                 cuda: bool = False, threads: int | None = None, pin: bool = False):
         self.world_size = world_size
         self.log_paths = [os.path.join(log_dir, f"worker_rank{r}.log") for r in range(world_size)]
         port, run_id = free_port(master_addr), uuid.uuid4().hex[:12]
         threads = threads or max(1, (os.cpu_count() or 1) // world_size)
+        self.cpus = pinned_cpus(world_size, threads) if pin else None
         self.procs: list[subprocess.Popen] = []
         self.first_failed: int | None = None
         self.stopped: set[int] = set()
@@ -66,6 +79,10 @@ class WorkerGroup:
             })
             # Every arm with the same threads, whatever the caller's environment says (no oversubscription).
             env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+            if self.cpus:
+                env[names.CPUS_ENV] = ",".join(str(c) for c in self.cpus[rank])
+            else:
+                env.pop(names.CPUS_ENV, None)
             if cuda:
                 # The ranks' GPUs only (rank r on device r): a wrapper that sees more GPUs than ranks may
                 # spread one rank over all of them (Ignite's auto_model wraps DataParallel).

@@ -142,8 +142,10 @@ def run(job_dir: str) -> int:
         summary = observer.finish()
         startup.mark("first_forward", observer.first_forward_wall)
         startup.mark("first_step", observer.first_step_wall)
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **summary,
-                                                       **startup.summary()})
+                                                       **startup.summary(), "cpus": cpus,
+                                                       "cpus_pinned": bool(os.environ.get(names.CPUS_ENV))})
         if rank == 0:
             spool.write_json("effective_config.json", redact(adapter.effective_config()))
         return 0

@@ -47,6 +47,10 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
     if not stable:
         result.inconclusive = True
         result.notes.insert(0, "no width gave a stable timing: the step-time comparison is not judged")
+        measured = [r for r in widths if r.ratio is not None]
+        if measured:
+            r, width = measured[-1].ratio, measured[-1].width
+            result.headline = f"timing unstable: step {r.estimate:.2f}x [{r.low:.2f},{r.high:.2f}] @h{width}"
         return result
     judged = stable[-1]
     time_call, mem_call = _decide(judged, "ratio", STEP_LIMIT), _decide(judged, "mem_ratio", MEMORY_LIMIT)

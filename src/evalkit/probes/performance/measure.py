@@ -3,8 +3,10 @@ widths the fit `added = fixed + proportional x baseline step time`.
 
 Every interval is a two-sided t interval over the repeats, paired by repeat (a baseline job and the wrapper job
 run next to it): ratios on the log scale, differences in milliseconds. A width whose jobs are unstable (too few
-repeats, a spread of the per-job medians of 10 % or more, a drift of 10 % or more between the first and the last
-repeat) is reported as such and left out of the judgement and the fit.
+repeats, the pairs' ratios spread by 10 % or more, the ratio drifting by 10 % or more from the first pairs to the
+last) is reported as such and left out of the judgement and the fit. A drift of the machine itself (every job
+slower, both arms alike) is reported, not held against the width: on a shared machine the level of all jobs moves
+by tens of percent within minutes, while jobs run side by side stay within a few percent of each other.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as st
 
+from evalkit.analysis.robust import robust_sd
 from evalkit.analysis.stats import interval, paired_test
 from evalkit.names import STARTUP_MILESTONES as MILESTONES
 from evalkit.probes.evidence import JobEvidence
@@ -22,8 +25,8 @@ from evalkit.probes.performance.plan import BASELINE, WRAPPER, parse_name
 
 LEVEL = 0.95
 MIN_REPEATS = 3
-UNSTABLE_SPREAD = 0.10      # coefficient of variation of an arm's per-job medians
-UNSTABLE_DRIFT = 0.10       # relative change of an arm's median step time, first repeat to last
+UNSTABLE_SPREAD = 0.10      # robust standard deviation (scaled MAD) of the pairs' log step-time ratios
+UNSTABLE_DRIFT = 0.10       # change of the mean log ratio, first half of the pairs to the last half
 REFERENCE_STEP_MS = 100.0   # "on a model whose step takes 100 ms"
 
 
@@ -112,19 +115,29 @@ def compare_width(width: int, jobs: list[JobTiming]) -> WidthResult:
 
 
 def stability_problems(pairs: list[tuple[JobTiming, JobTiming]]) -> list[str]:
+    """Why a width's pairs cannot be judged: too few, the pairs' ratios spread by UNSTABLE_SPREAD or more around
+    their median, or the ratio drifting by UNSTABLE_DRIFT or more from the first pairs to the last. The machine's
+    own level may drift (every job slower): the pairs, side by side, absorb that (`machine_drift` reports it)."""
     if len(pairs) < MIN_REPEATS:
         return [f"{len(pairs)} measured pair(s), fewer than {MIN_REPEATS}"]
+    logs = [math.log(w.step_ms / b.step_ms) for b, w in pairs]
     problems = []
-    for i, arm in enumerate((BASELINE, WRAPPER)):
-        times = [p[i].step_ms for p in pairs]
-        median = statistics.median(times)
-        spread = statistics.stdev(times) / median
-        drift = abs(times[-1] - times[0]) / median
-        if spread >= UNSTABLE_SPREAD:
-            problems.append(f"{arm} spread {100 * spread:.0f}% of its median step time")
-        if drift >= UNSTABLE_DRIFT:
-            problems.append(f"{arm} drifted {100 * drift:.0f}% from the first repeat to the last")
+    spread = robust_sd(logs)
+    if spread >= UNSTABLE_SPREAD:
+        problems.append(f"the pairs' step-time ratios spread {100 * spread:.0f}% around their median")
+    half = len(logs) // 2
+    drift = statistics.fmean(logs[-half:]) - statistics.fmean(logs[:half])
+    if len(logs) >= 4 and abs(drift) >= UNSTABLE_DRIFT:     # with fewer, a drift is one pair against another
+        problems.append(f"the step-time ratio drifted {100 * drift:+.0f}% from the first pairs to the last")
     return problems
+
+
+def machine_drift(pairs: list[tuple[JobTiming, JobTiming]]) -> float | None:
+    """The relative change of both arms' step time from the first pair to the last (None: fewer than 2)."""
+    if len(pairs) < 2:
+        return None
+    first, last = (pairs[0][0].step_ms + pairs[0][1].step_ms), (pairs[-1][0].step_ms + pairs[-1][1].step_ms)
+    return last / first - 1
 
 
 @dataclass

@@ -4,8 +4,9 @@ For repeat r and each model width (`task.hidden` of mlp_regression) one baseline
 order baseline, wrapper on even repeats and wrapper, baseline on odd ones (A B B A ...), so a drift of the
 machine over the probe's minutes falls on both arms alike. Every job trains `observe.warmup_steps` +
 `probe.steps` optimizer steps with the light `timing` observation profile, validates and checkpoints only at the
-end (outside the timed window), at the probe config's hardware, precision and world size; the sweep around it
-never runs another job beside it (the probe is `timed`).
+end (outside the timed window), at the probe config's hardware, precision and world size, its workers pinned to
+the same cores in every job (controller.launch.pinned_cpus); the sweep around it never runs another job beside
+it (the probe is `timed`).
 """
 from __future__ import annotations
 
@@ -27,11 +28,18 @@ def parse_name(name: str) -> tuple[int, int, str]:
     return int(width[1:]), int(repeat[1:]), arm
 
 
+def timed_threads(cfg: DictConfig) -> int:
+    """The intra-op threads of a timed job: `hardware.threads`, else one on CPU (the job is pinned to one core,
+    the others left to the controller and the system: a wrapper's per-step cost is mostly Python on one core),
+    else 0 (torch's default)."""
+    return cfg.hardware.threads or (1 if cfg.hardware.device == "cpu" else 0)
+
+
 def timed_settings(cfg: DictConfig, width: int) -> dict[str, object]:
     warmup = cfg.observe.warmup_steps
     return {"task.hidden": width, "train.max_steps": warmup + cfg.probe.steps, "train.val_every": 0,
-            "train.ckpt_every": 0, "observe.profile": "timing", "observe.sample_ids": False,
-            "observe.params": False}
+            "train.ckpt_every": 0, "observe.profile": "timing", "observe.params": False,
+            "hardware.threads": timed_threads(cfg)}
 
 
 def plan_jobs(cfg: DictConfig) -> list[PlannedJob]:

@@ -6,7 +6,7 @@ from omegaconf import DictConfig
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
-from evalkit.probes.performance.plan import TASK, plan_jobs
+from evalkit.probes.performance.plan import TASK, plan_jobs, timed_threads
 
 
 class PerformanceProbe:
@@ -20,8 +20,9 @@ class PerformanceProbe:
     def caliber(self, cfg: DictConfig) -> str:
         from evalkit.controller.job import worker_threads
 
+        threads = timed_threads(cfg) or worker_threads(cfg)
         widths = ",".join(str(w) for w in cfg.probe.widths)
-        return (f"timed|hw={cfg.hardware.name}|thr={worker_threads(cfg)}|prec={cfg.precision.name}"
+        return (f"timed|hw={cfg.hardware.name}|thr={threads}|prec={cfg.precision.name}"
                 f"|ws={cfg.distributed.world_size}|bs={cfg.train.batch_size}|h={widths}|steps={cfg.probe.steps}"
                 f"|r={cfg.probe.repeats}")
 
