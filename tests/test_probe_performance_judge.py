@@ -81,7 +81,8 @@ def test_training_memory_beyond_its_budget_fails_and_the_import_footprint_does_n
 def test_noisy_timings_are_reported_unstable_not_judged():
     result = perf.judge(jobs_for(lambda b: 1.5 * b, noise=0.3, seed=3))
     assert result.status == "inconclusive"
-    assert "no width gave a stable timing" in result.reason
+    assert "the largest width, where the probe decides) is not stable" in result.reason
+    assert result.headline.startswith("timing unstable:")
     assert any("spread" in n for n in result.notes)
     assert result.figures["h1024/stable"] == 0.0
 

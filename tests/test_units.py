@@ -145,3 +145,14 @@ def test_same_device_ignores_a_cpu_index_only():
     assert same_device(torch.device("cuda", 1), torch.device("cuda:1"))
     assert not same_device(torch.device("cuda", 0), torch.device("cuda", 1))
     assert not same_device(torch.device("cpu"), torch.device("cuda", 0))
+
+
+def test_timed_workers_are_pinned_to_the_last_cores_leaving_the_first_to_the_controller(monkeypatch):
+    from evalkit.controller import launch
+
+    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert launch.pinned_cpus(1, 1) == [[3]]
+    assert launch.pinned_cpus(2, 1) == [[2], [3]]
+    assert launch.pinned_cpus(2, 2) == [[0, 1], [2, 3]]
+    assert launch.pinned_cpus(1, 4) is None          # one rank on every core: nothing to pin
+    assert launch.pinned_cpus(3, 2) is None          # more threads than cores: not pinned

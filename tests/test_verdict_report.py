@@ -102,3 +102,12 @@ def test_rendered_report_is_complete_and_strict_json():
     assert "throughput ratio 0.50x" in files.markdown
     json.dumps(files.data, allow_nan=False)
     assert files.data["rows"][1]["dimensions"]["performance"]["status"] == "fail"
+
+
+def test_the_noise_warning_of_a_wrapper_is_its_paired_difference_not_the_seeds_spread():
+    plans = [ArmPlan("baseline", seed_sd=0.3), ArmPlan("steady", seed_sd=0.3),
+             ArmPlan("wobbly", seed_sd=0.3, run_sd=0.3)]
+    text = "\n".join(build_verdict(records(plans), VerdictOptions()).warnings)
+    assert re.search(r"baseline/aligned.*val/mse is unstable, std is \d+% of the mean", text), text
+    assert "steady/aligned" not in text, text              # seeds spread 30%, the paired difference hardly
+    assert re.search(r"wobbly/aligned.*paired difference from the baseline in val/mse varies by \d+%", text), text

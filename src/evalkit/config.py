@@ -102,7 +102,7 @@ class ProbeConfig:
     world_sizes: list[int] = field(default_factory=lambda: [1, 2])   # the world sizes the probe's jobs run at
     clip: list[bool] = field(default_factory=lambda: [False, True])  # semantics: jobs without / with clipping
     repeats: int = 5                 # performance: jobs per arm and model width, baseline and wrapper alternating
-    widths: list[int] = field(default_factory=lambda: [256, 1024])   # performance: the model widths (task.hidden)
+    widths: list[int] = field(default_factory=lambda: [256, 512])    # performance: the model widths (task.hidden)
     steps: int = 60                  # performance: optimizer steps timed per job (after observe.warmup_steps)
     seeds: int = 3                   # consistency: seeds per arm, each paired with the baseline's
     switches: list[str] = field(default_factory=list)   # consistency: bf16_mixed | fp16_mixed | ws2, one at a time

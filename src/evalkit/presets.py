@@ -42,8 +42,8 @@ QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
 THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classification", "tiny_lm"), probes={
     "semantics": ProbePlan([], jobs_per_run=4),
     "consistency": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40),
-    "performance": ProbePlan(["probe.repeats=5", "probe.widths=[256,1024,2048]", "probe.steps=60"],
-                             jobs_per_run=30),
+    "performance": ProbePlan(["probe.repeats=8", "probe.widths=[128,512,1024]", "probe.steps=60"],
+                             jobs_per_run=48),
 })
 
 PRESETS = {p.name: p for p in (QUICK, THOROUGH)}

@@ -1,6 +1,7 @@
 """The performance probe's judge: the per-step cost the wrapper adds, and whether it stays within the budget.
 
-Decided at the largest stable width (the model closest to a real one): the step-time ratio wrapper/baseline is
+Decided at the largest width (the model closest to a real one; unstable there: inconclusive, whatever the
+smaller widths say): the step-time ratio wrapper/baseline is
 within the budget when its one-sided test shows it below `STEP_LIMIT` (throughput at least 0.9x the baseline's,
 the verdict's default budget), outside when it shows it above; training memory likewise against `MEMORY_LIMIT`.
 A memory figure that cannot decide is reported, not judged; a step time that cannot decide, or widths that are
@@ -43,16 +44,18 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
     startup = startup_medians(timings)
     result = ProbeResult("performance", passed=False, notes=notes, figures=_figures(widths, fit, startup),
                          sections=sections(widths, fit, startup, timings))
-    stable = [r for r in widths if r.stable and r.ratio is not None]
-    if not stable:
+    judged = widths[-1] if widths else None
+    if judged is None or not judged.stable or judged.ratio is None:
         result.inconclusive = True
-        result.notes.insert(0, "no width gave a stable timing: the step-time comparison is not judged")
-        measured = [r for r in widths if r.ratio is not None]
-        if measured:
-            r, width = measured[-1].ratio, measured[-1].width
-            result.headline = f"timing unstable: step {r.estimate:.2f}x [{r.low:.2f},{r.high:.2f}] @h{width}"
+        where = f"h{judged.width}" if judged else "any width"
+        result.notes.insert(0, f"the timing at {where} (the largest width, where the probe decides) is not stable: "
+                               "not judged")
+        if judged is not None and judged.ratio is not None:
+            r = judged.ratio
+            cost = f"{fit.fixed.estimate:+.2f} ms/step [{fit.fixed.low:+.2f},{fit.fixed.high:+.2f}], " if fit else ""
+            result.headline = (f"timing unstable: {cost}step {r.estimate:.2f}x [{r.low:.2f},{r.high:.2f}] "
+                               f"@h{judged.width}")
         return result
-    judged = stable[-1]
     time_call, mem_call = _decide(judged, "ratio", STEP_LIMIT), _decide(judged, "mem_ratio", MEMORY_LIMIT)
     result.headline = _headline(fit, judged, time_call)
     if "outside" in (time_call, mem_call):
