@@ -9,6 +9,11 @@ recovered), the mean training loss on CPU (a CPU scalar reads for free; on a dev
 step, so none there) and whether validation ran before it. No micro-batch records, gradient norm, loss scale
 or scheduler count. A `GradScaler.update` after forwards but no optimizer step (an inf/nan skip) writes a
 "skip" record; its forwards are not counted into the next step, as in the `full` profile.
+
+Step records are kept as tuples and written every `WRITE_EVERY` steps (and by `write_unwritten`: at the end, and
+when the worker fails): serializing and writing a record per step cost about 35 us, a 2 % overhead on a 2 ms
+step. A worker killed outright loses at most that many steps' records; the probes' timed jobs use this profile,
+and their judge reads only what finished.
 """
 from __future__ import annotations
 
@@ -20,10 +25,13 @@ from evalkit.observe.deferred import to_floats
 from evalkit.observe.steps import resumed_step
 from evalkit.spool import SpoolWriter
 
+WRITE_EVERY = 100      # steps whose records are written together
+
 
 class LightStepRecords:
     def __init__(self, spool: SpoolWriter, *, read_loss: bool, resuming: bool = False):
         self.spool, self.read_loss, self.resuming = spool, read_loss, resuming
+        self._held: list[tuple] = []        # step records not written yet
         self.step = 0                       # optimizer steps completed, counted from the start step
         self.start_source: str | None = None if resuming else "fresh start"
         self._forwards = 0                  # training forwards of the step in progress
@@ -51,6 +59,7 @@ class LightStepRecords:
         """GradScaler.update after forwards but no optimizer step: the scaler skipped an inf/nan step."""
         if not self._forwards or not scaler.is_enabled():
             return
+        self.write_unwritten()              # records in the order they happened
         scale = to_floats([scaler._scale])[0] if scaler._scale is not None else None
         self.spool.add({"kind": "skip", "after_step": self.step, "micro_batches": self._forwards,
                         "loss_scale": scale, "wall": time.time()})
@@ -62,14 +71,18 @@ class LightStepRecords:
         step and write its record. Returns the step's sample count."""
         self.step += 1
         samples, losses = self._samples, self._losses
-        self.spool.add({"kind": "step", "step": self.step, "t": now, "wall": time.time(), "dt": dt,
-                        "lr": [g["lr"] for g in optimizer.param_groups], "micro_batches": self._forwards,
-                        "loss_calls": len(losses), "samples": samples,
-                        "loss": sum(losses) / len(losses) if losses else None,
-                        "validated_before": validated_before})
-        self.spool.flush()
+        self._held.append((self.step, now, time.time(), dt, [g["lr"] for g in optimizer.param_groups],
+                           self._forwards, losses, samples, validated_before))
         self._forwards, self._samples, self._losses = 0, 0, []
+        if len(self._held) >= WRITE_EVERY:
+            self.write_unwritten()
         return samples
 
     def write_unwritten(self) -> None:
-        """Nothing is held back: every record is written when its step ends."""
+        """Write the step records held back."""
+        for step, now, wall, dt, lr, forwards, losses, samples, validated in self._held:
+            self.spool.add({"kind": "step", "step": step, "t": now, "wall": wall, "dt": dt, "lr": lr,
+                            "micro_batches": forwards, "loss_calls": len(losses), "samples": samples,
+                            "loss": sum(losses) / len(losses) if losses else None, "validated_before": validated})
+        self._held.clear()
+        self.spool.flush()
