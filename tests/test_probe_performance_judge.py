@@ -74,6 +74,7 @@ def test_a_wrapper_a_third_slower_fails_its_budget():
 def test_training_memory_beyond_its_budget_fails_and_the_import_footprint_does_not_count():
     result = perf.judge(jobs_for(lambda b: b, mem=(40.0, 60.0)))
     assert result.status == "fail" and "training memory" in result.notes[0]
+    assert "training memory 1.5" in result.headline and "MiB" in result.headline
     assert result.figures["h1024/mem_ratio"] == pytest.approx(1.5, rel=0.05)
     assert "300" in result.sections[2]       # the import footprint, reported apart
 

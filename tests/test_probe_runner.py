@@ -91,9 +91,10 @@ def test_a_probe_run_joins_every_arm_of_its_wrapper_and_mode_and_stands_alone_ot
     records = [_run("job", "lightning", "aligned", "c1"), _run("job", "lightning", "aligned", "c2"),
                _run("job", "lightning", "defaults", "c1"),
                _run("probe", "lightning", "aligned", "truth", **{names.probe_pass("semantics"): 1.0}),
-               _run("probe", "fabric", "aligned", "truth", **{names.probe_pass("semantics"): 0.0})]
+               _run("probe", "fabric", "aligned", "truth", **{names.probe_pass("semantics"): 0.0}),
+               _run("probe", "fabric", "aligned", "timed", **{names.probe_pass("performance"): 1.0})]
     arms = group_arms(records)
     with_probe = {(k.trainer, k.mode, k.caliber) for k, a in arms.items() if any(r.role == "probe" for r in a.runs)}
     assert with_probe == {("lightning", "aligned", "c1"), ("lightning", "aligned", "c2"),
-                          ("fabric", "aligned", "truth")}
+                          ("fabric", "aligned", "probes only")}    # fabric's two probes: one row
     assert not any(r.role == "probe" for k, a in arms.items() if k.mode == "defaults" for r in a.runs)

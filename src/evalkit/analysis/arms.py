@@ -94,10 +94,14 @@ class Samples:
         return seeds, sums / np.bincount(inverse, minlength=len(seeds))
 
 
+PROBES_ONLY = "probes only"   # the caliber of an arm seen through probe runs alone
+
+
 def group_arms(records: list[RunRecord]) -> dict[ArmKey, Arm]:
     """Job runs grouped by task, caliber, trainer and mode. A probe run judges the wrapper in its mode at the
-    probe's own caliber: it joins every arm of that trainer and mode, and forms an arm of its own only where
-    the store holds no job of them."""
+    probe's own caliber: it joins every arm of that trainer and mode; where the store holds no job of them, the
+    probe runs of that trainer, mode and task form one arm together (caliber `PROBES_ONLY`), one row whatever
+    the probes' calibers."""
     arms: dict[ArmKey, Arm] = {}
     probes = [r for r in records if r.role == names.ROLE_PROBE]
     for record in records:
@@ -108,7 +112,7 @@ def group_arms(records: list[RunRecord]) -> dict[ArmKey, Arm]:
         joined = [arm for key, arm in arms.items() if (key.trainer, key.mode) == (probe.trainer, probe.mode)
                   and any(r.role == names.ROLE_JOB for r in arm.runs)]
         if not joined:
-            own = ArmKey(probe.task, probe.caliber, probe.trainer, probe.mode)
+            own = ArmKey(probe.task, PROBES_ONLY, probe.trainer, probe.mode)
             joined = [arms.setdefault(own, Arm(own))]
         for arm in joined:
             arm.runs.append(probe)

@@ -57,7 +57,7 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
                                f"@h{judged.width}")
         return result
     time_call, mem_call = _decide(judged, "ratio", STEP_LIMIT), _decide(judged, "mem_ratio", MEMORY_LIMIT)
-    result.headline = _headline(fit, judged, time_call)
+    result.headline = _headline(fit, judged, mem_call)
     if "outside" in (time_call, mem_call):
         result.notes.insert(0, _outside_note(judged, time_call, mem_call))
     elif time_call == "within":
@@ -86,13 +86,18 @@ def _decide(width: WidthResult, attribute: str, limit: float) -> str:
     return "undecided"
 
 
-def _headline(fit: Fit | None, judged: WidthResult, time_call: str) -> str:
+def _headline(fit: Fit | None, judged: WidthResult, mem_call: str) -> str:
+    """The per-step cost, the step ratio where it was decided, and the training memory when it decided
+    against the wrapper (in MiB too: a toy model's few MiB make large ratios)."""
     ratio = judged.ratio
-    step = f"step {ratio.estimate:.2f}x [{ratio.low:.2f},{ratio.high:.2f}] @h{judged.width}"
-    if fit is None:
-        return step
-    f = fit.fixed
-    return f"{f.estimate:+.2f} ms/step [{f.low:+.2f},{f.high:+.2f}], {step}"
+    line = f"step {ratio.estimate:.2f}x [{ratio.low:.2f},{ratio.high:.2f}] @h{judged.width}"
+    if fit is not None:
+        f = fit.fixed
+        line = f"{f.estimate:+.2f} ms/step [{f.low:+.2f},{f.high:+.2f}], {line}"
+    if mem_call == "outside":
+        m, added = judged.mem_ratio, judged.mem_added
+        line += f", training memory {m.estimate:.2f}x [{m.low:.2f},{m.high:.2f}] ({added.estimate:+.1f} MiB)"
+    return line
 
 
 def _outside_note(judged: WidthResult, time_call: str, mem_call: str) -> str:
