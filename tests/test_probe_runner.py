@@ -98,3 +98,14 @@ def test_a_probe_run_joins_every_arm_of_its_wrapper_and_mode_and_stands_alone_ot
     assert with_probe == {("lightning", "aligned", "c1"), ("lightning", "aligned", "c2"),
                           ("fabric", "aligned", "probes only")}    # fabric's two probes: one row
     assert not any(r.role == "probe" for k, a in arms.items() if k.mode == "defaults" for r in a.runs)
+
+
+def test_an_arm_seen_only_through_its_probes_says_why_its_comparisons_did_not_run():
+    from evalkit.verdict import VerdictOptions, build_verdict
+
+    records = [_run("job", "baseline", "aligned", "c1"),
+               _run("probe", "fabric", "defaults", "truth", **{names.probe_pass("semantics"): 0.0})]
+    (row,) = build_verdict(records, VerdictOptions()).rows
+    assert (row.key.trainer, row.key.caliber) == ("fabric", "probes only")
+    assert row.dimensions["semantics"].status == "fail"
+    assert row.dimensions["consistency"].cell() == "not run (no training jobs in this mode: only its probes)"

@@ -115,6 +115,8 @@ def build_verdict(records: list[RunRecord], options: VerdictOptions | None = Non
 
 def _compare(arm: Arm, base: Arm | None, budgets, options: VerdictOptions):
     """(arm, baseline, comparisons, why-none): comparisons are adjusted later, all together."""
+    if not arm.jobs:
+        return arm, base, [], "no training jobs in this mode: only its probes"
     if base is None:
         return arm, None, [], "no baseline at this caliber"
     if not arm.finished:
