@@ -4,7 +4,7 @@ one run on this machine. Prints per probe run the step-time ratio with its 95 % 
 probe measured against the one planted, whether the two runs' intervals overlap, and whether the identical copy
 was reported slower. Figures, not asserts: the machine's noise decides how many pairs a 10 % difference needs.
 
-    python scripts/bench_performance_probe.py [--repeats 8] [--width 256] [--steps 100] [--slower 0.1]
+    python scripts/bench_performance_probe.py [--repeats 12] [--width 256] [--steps 100] [--slower 0.1]
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def line(name: str, slower: float, p: dict, width: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--slower", type=float, default=0.1)
