@@ -1,6 +1,7 @@
 """The performance probe end to end (issue 12): real `evalkit probe=performance` runs on a planted slower copy of
-the baseline (tests/planted/slow_loop.py: every step waits as long as its own work, twice as slow) and on an
-identical copy, three pairs each.
+the baseline (tests/planted/slow_loop.py: every step waits twice as long as its own work, three times as slow)
+and on an identical copy, three pairs each. Three pairs give a t interval with 2 degrees of freedom: on this
+machine's noise a 2x slowdown's interval has reached down to 1.11, a 3x one stays far above 1.3.
 
 Nothing else of the test session runs meanwhile (`machine_alone`): the probe times its jobs. Its power on a 10 %
 slowdown, and whether two runs agree, are measured by scripts/bench_performance_probe.py (figures, not asserts:
@@ -31,7 +32,7 @@ def store(machine_alone, tmp_path_factory):
     """The slower copy, then the identical copy."""
     workdir = tmp_path_factory.mktemp("performance")
     env = {"PYTHONPATH": os.pathsep.join([str(PLANTED), os.environ.get("PYTHONPATH", "")])}
-    for slower in ("1.0", "0.0"):
+    for slower in ("2.0", "0.0"):
         ok(run_evalkit(workdir, *SETTINGS, *SLOW, f"+trainer.options.slower={slower}", env=env))
     from mlflow.tracking import MlflowClient
 
@@ -60,7 +61,7 @@ def test_the_slower_copy_is_reported_slower_with_its_planted_cost(store):
     figures = result["figures"]
     assert figures[f"h{WIDTH}/ratio_low"] > 1.3, figures
     assert figures[f"h{WIDTH}/added_ms"] == pytest.approx(planted_ms(client, run), rel=0.35)
-    if figures[f"h{WIDTH}/stable"]:       # judged: twice as slow is far outside the budget
+    if figures[f"h{WIDTH}/stable"]:       # judged: three times as slow is far outside the budget
         assert run.data.tags[names.probe_status("performance")] == "fail"
         assert run.data.metrics[names.probe_pass("performance")] == 0.0
         assert "above the budget" in result["notes"][0]
