@@ -154,12 +154,12 @@ THIRD_PARTY = ["task=third_party", "task._target_=logging.basicConfig", "task.na
 def test_another_tasks_setting_added_with_plus_is_refused_naming_the_tasks_settings():
     assert problems("+task.n_heads=2") == [
         "task.n_heads is not a setting (evalkit would ignore it): remove it; task has _target_, name, metric_margin, "
-        "n_train, n_val, in_dim, hidden, depth, out_dim, noise"]
+        "n_train, n_val, in_dim, hidden, depth, out_dim, noise, dropout"]
     assert problems("task=tiny_lm", "+task.nheads=2") == [
         "task.nheads is not a setting (evalkit would ignore it): did you mean task.n_heads?"]
     assert problems("+task.extra.root=/data") == [
         "task.extra is not a setting (evalkit would ignore it): remove it; task has _target_, name, metric_margin, "
-        "n_train, n_val, in_dim, hidden, depth, out_dim, noise"]
+        "n_train, n_val, in_dim, hidden, depth, out_dim, noise, dropout"]
 
 
 def test_a_third_party_builder_gets_extra_as_keywords_and_a_typo_there_is_refused():
@@ -167,7 +167,7 @@ def test_a_third_party_builder_gets_extra_as_keywords_and_a_typo_there_is_refuse
            *(f"+task.extra.{k}={v}" for k, v in (("n_train", 64), ("n_val", 32), ("in_dim", 4), ("hidden", 8),
                                                   ("depth", 1), ("out_dim", 1)))]
     assert problems(*mlp, "+task.extra.noise=0.1") == []
-    signature = "evalkit.tasks.catalog.mlp_regression(seed, *, n_train, n_val, in_dim, hidden, depth, out_dim, noise)"
+    signature = "evalkit.tasks.catalog.mlp_regression(seed, *, n_train, n_val, in_dim, hidden, depth, out_dim, noise, dropout)"
     assert problems(*mlp, "+task.extra.nois=0.1") == [
         f"task.extra.nois is not an argument of {signature}: did you mean task.extra.noise?",
         "evalkit.tasks.catalog.mlp_regression needs the argument noise: set task.extra.noise"]
@@ -178,7 +178,7 @@ def test_a_builder_that_does_not_take_the_tasks_settings_is_refused():
     signature = "evalkit.tasks.catalog.tiny_lm(seed, *, n_train, n_val, vocab_size, seq_len, hidden, depth, n_heads)"
     assert found[0] == f"task.in_dim is not an argument of {signature}: remove it"
     assert found[-1] == "evalkit.tasks.catalog.tiny_lm needs the argument n_heads: set task.n_heads"
-    assert len(found) == 6
+    assert len(found) == 7      # in_dim, out_dim, noise, dropout refused; vocab_size, seq_len, n_heads missing
 
 
 def test_a_third_party_task_without_a_builder_or_a_name_says_so():

@@ -1,7 +1,13 @@
-"""Checkpoint helpers shared by adapters: atomic writes, safe loads, RNG capture, finding the latest."""
+"""Checkpoint helpers shared by adapters: atomic writes, safe loads, RNG capture, finding the latest.
+
+A checkpoint written by `atomic_save` has a `<file>.sha256` beside it; `safe_load` refuses a file that no longer
+matches it (flipped bytes load silently otherwise: torch's reader checks no checksum). A checkpoint without one
+(written elsewhere) is loaded unchecked.
+"""
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import random
 import re
@@ -18,11 +24,27 @@ class MissingCheckpoint(FileNotFoundError):
     """No checkpoint where `resume_from` points (the message names the path and what to do)."""
 
 
+CHECKSUM_SUFFIX = ".sha256"
+
+
+def file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def atomic_save(obj, path: str) -> None:
-    """Write to a temporary file and rename, so a kill mid-write never leaves a truncated checkpoint."""
+    """Write to a temporary file and rename, so a kill mid-write never leaves a truncated checkpoint; its checksum
+    is renamed into place first (a kill between the two renames leaves a checksum without its file, never the
+    reverse)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
     torch.save(obj, tmp)
+    with open(f"{tmp}{CHECKSUM_SUFFIX}", "w") as fh:
+        fh.write(file_digest(tmp) + "\n")
+    os.replace(f"{tmp}{CHECKSUM_SUFFIX}", f"{path}{CHECKSUM_SUFFIX}")
     os.replace(tmp, path)
 
 
@@ -30,6 +52,14 @@ def safe_load(path: str) -> dict:
     """torch.load with weights_only=True; any failure becomes one clear CorruptCheckpoint."""
     if not os.path.exists(path):
         raise MissingCheckpoint(f"checkpoint {path} does not exist; check resume_from")
+    checksum = f"{path}{CHECKSUM_SUFFIX}"
+    if os.path.exists(checksum):
+        with open(checksum) as fh:
+            expected = fh.read().strip()
+        if file_digest(path) != expected:
+            raise CorruptCheckpoint(f"checkpoint {path} does not match its checksum {checksum} (changed or damaged "
+                                    "after it was written); delete it and resume from an earlier one, or start "
+                                    "without resume_from")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - every reader error means the same thing to the user

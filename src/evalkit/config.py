@@ -56,6 +56,7 @@ class DistributedConfig:
     name: str = "none"               # none | ddp
     world_size: int = 1
     master_addr: str = "127.0.0.1"
+    init_by: str = "adapter"         # adapter | evalkit (the worker creates the process group before fit)
 
 
 @dataclass
@@ -92,6 +93,18 @@ class ObserveConfig:
     params: bool = False             # store all parameters after every optimizer step (tiny models)
     warmup_steps: int = 5            # steps excluded from throughput and memory windows
     profile: str = "full"            # full | timing (only step clocks, sample counts, memory: timed probe jobs)
+    memory_every: int = 0            # full profile: sample RSS (and CUDA memory) every this many steps; 0 = off
+
+
+@dataclass
+class FaultsConfig:
+    """Faults the worker injects into its own process (the stability and functional probes); 0 = off. Steps
+    count optimizer steps of this job."""
+
+    kill_after_step: int = 0         # SIGKILL at the first training forward after this step (after its checkpoint)
+    kill_in_save_after_step: int = 0  # SIGKILL halfway through the first torch.save after this step
+    oom_at_step: int = 0             # torch.OutOfMemoryError raised in the model's forward during this step
+    loss_error_at_step: int = 0      # an exception raised in the loss function during this step
 
 
 @dataclass
@@ -119,6 +132,7 @@ class EvalkitConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     observe: ObserveConfig = field(default_factory=ObserveConfig)
     probe: ProbeConfig = field(default_factory=ProbeConfig)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
     seed: int = 0
     repeat: int = 0                  # repeat index: same seed, run again (noise of the machine)
     resume_from: Optional[str] = None  # checkpoint path (or directory: its latest) to resume from
@@ -193,12 +207,15 @@ RANGES: dict[str, Range] = {
     "train.grad_clip": Range(0, low_open=True, nullable=True), "train.max_steps": AT_LEAST_1,
     "train.val_every": AT_LEAST_0, "train.ckpt_every": AT_LEAST_0, "train.num_workers": AT_LEAST_0,
     **{f"task.{size}": AT_LEAST_1 for size in TASK_SIZES},
-    "task.noise": AT_LEAST_0, "task.metric_margin": POSITIVE,
+    "task.noise": AT_LEAST_0, "task.dropout": Range(0, 1, high_open=True), "task.metric_margin": POSITIVE,
     "hardware.threads": AT_LEAST_0,
     "distributed.world_size": AT_LEAST_1,
     "tracking.flush_interval_s": POSITIVE, "tracking.batch_size": Range(1, 1000),
     "tracking.progress_interval_s": POSITIVE,
-    "observe.warmup_steps": AT_LEAST_0, "probe.world_sizes": Range(1, items=True),
+    "observe.warmup_steps": AT_LEAST_0, "observe.memory_every": AT_LEAST_0,
+    **{f"faults.{k}": AT_LEAST_0 for k in ("kill_after_step", "kill_in_save_after_step", "oom_at_step",
+                                           "loss_error_at_step")},
+    "probe.world_sizes": Range(1, items=True),
     "probe.repeats": AT_LEAST_1, "probe.widths": Range(1, items=True), "probe.steps": AT_LEAST_1,
     "probe.seeds": AT_LEAST_1,
     "seed": Range(0, SEED_LIMIT, high_open=True), "repeat": Range(0, 2**63, high_open=True),
@@ -213,7 +230,7 @@ def choices() -> dict[str, tuple]:
     return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),
             "train.schedule": ("constant", "linear", "cosine"), "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
             "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto"),
-            "observe.profile": ("full", "timing")}
+            "observe.profile": ("full", "timing"), "distributed.init_by": ("adapter", "evalkit")}
 
 
 def validate(cfg: DictConfig) -> list[str]:

@@ -54,6 +54,7 @@ SCENARIO = "evalkit.scenario"
 # --- metrics (step = optimizer step) -------------------------------------------------------------------------
 TRAIN_LOSS, TRAIN_LR, TRAIN_GRAD_NORM = "train/loss", "train/lr", "train/grad_norm"
 TRAIN_STEP_TIME, TRAIN_LOSS_SCALE, TRAIN_SKIPPED = "train/step_time_s", "train/loss_scale", "train/skipped_steps"
+SYS_RSS_MIB = "sys/rss_mib"     # observe.memory_every: the worker's RSS through the run
 VAL_PREFIX, VAL_LOSS = "val/", "val/loss"
 PERF_SAMPLES_PER_S, PERF_STEPS_PER_S = "perf/samples_per_s", "perf/steps_per_s"
 PERF_STEP_TIME_MEDIAN, PERF_WINDOW_STEPS = "perf/step_time_median_s", "perf/window_steps"
@@ -95,6 +96,8 @@ PROBE_ARTIFACT_DIR = "probe"   # probe/<dim>.json (every finding), probe/<dim>.m
 # --- artifacts -----------------------------------------------------------------------------------------------
 STEPS_CSV_NAME, VAL_CSV_NAME, MICRO_CSV_NAME = "steps_rank0.csv", "val_rank0.csv", "micro_rank0.csv"
 PARAMS_CSV_NAME = "params_rank0.csv"
+MEMORY_CSV_NAME = "memory_rank0.csv"   # observe.memory_every: RSS (CUDA memory) and log bytes through the run
+MEMORY_COLUMNS = ["step", "rss", "log_bytes", "cuda_allocated", "nvml_used"]
 STEPS_CSV = f"{RECORDS_DIR}/{STEPS_CSV_NAME}"
 
 

@@ -22,7 +22,7 @@ from evalkit.spool import SpoolTail
 from evalkit.tasks.catalog import FINALIZERS
 
 STEP_COLUMNS = ["step", "loss", "lr", "grad_norm", "step_time_s", "loss_scale", "micro_batches", "samples",
-                "loss_calls", "sched_steps", "validated_before", "wall"]
+                "loss_calls", "sched_steps", "validated_before", "wall", "rng"]
 MICRO_COLUMNS = ["step", "i", "n", "train_mode", "grad", "dtype", "loss", "ids"]
 
 
@@ -50,6 +50,7 @@ class Shipper:
         self.micro: dict[int, list[dict]] = defaultdict(list)   # rank -> micro-batch records
         self.val: dict[int, dict[int, dict]] = defaultdict(dict)   # step -> rank -> record
         self.params: list[dict] = []
+        self.memory: list[dict] = []
         self._val_shipped: set[int] = set()
         self._queue: list[Metric] = []
         self.shipped_through = shipped_through     # steps already in MLflow (re-shipping after an outage)
@@ -98,6 +99,10 @@ class Shipper:
             self._queue.append(metric(names.TRAIN_SKIPPED, self.skipped, record["after_step"], record.get("wall")))
         elif kind == "params":
             self.params.append(record)
+        elif kind == "memory":
+            self.memory.append(record)
+            if record.get("rss") is not None and record["step"] > self.shipped_through:
+                self._queue.append(metric(names.SYS_RSS_MIB, record["rss"] / 2**20, record["step"]))
 
     def _queue_validation(self, final: bool) -> None:
         for step, by_rank in sorted(self.val.items()):
@@ -133,6 +138,8 @@ class Shipper:
             paths.append(_write_csv(os.path.join(out_dir, names.PARAMS_CSV_NAME),
                                     [{"step": p["step"], "values": " ".join(f"{v:.9g}" for v in p["values"])}
                                      for p in self.params], ["step", "values"]))
+        if self.memory:
+            paths.append(_write_csv(os.path.join(out_dir, names.MEMORY_CSV_NAME), self.memory, names.MEMORY_COLUMNS))
         return paths
 
 

@@ -9,7 +9,9 @@ the collectors that record from it, in the order below. Each collector owns one 
   (loss forward hook, optimizer step pre/post hooks, `GradScaler.update`);
 - `validation.py`: validation metrics from no-grad forwards (model forward hook);
 - `timing.py`: step clocks and throughput; `memory.py`: peak memory after warm-up; `params.py`: the
-  parameters after each step (optimizer step post hook).
+  parameters after each step (optimizer step post hook);
+- `ckpt_watch.py`: the checkpoint entries written after each step; `memory_samples.py`: RSS and log bytes every
+  `memory_every` steps (optimizer step post hook).
 
 Records go to the spool once per optimizer step. On CUDA, values are read without waiting for the device
 (`deferred.py`) and step ends are CUDA events read once at the end.
@@ -24,14 +26,17 @@ gradient norms, micro-batch or parameter records. Validation runs outside the ti
 from __future__ import annotations
 
 import time
+import zlib
 from typing import Any
 
 import torch
 
+from evalkit.observe.ckpt_watch import CheckpointWatch
 from evalkit.observe.dtypes import ComputeDtypes, compute_layer
 from evalkit.observe.hooks import Hooks, first_tensor
 from evalkit.observe.light_steps import LightStepRecords
 from evalkit.observe.memory import PeakMemory
+from evalkit.observe.memory_samples import MemorySamples
 from evalkit.observe.params import ParamRecords
 from evalkit.observe.samples import DeferredIds, SampleIds
 from evalkit.observe.steps import StepRecords
@@ -59,7 +64,8 @@ class Observer:
 
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
                  sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None,
-                 resuming: bool = False, import_rss: int | None = None, profile: str = "full"):
+                 resuming: bool = False, import_rss: int | None = None, profile: str = "full",
+                 ckpt_dir: str | None = None, memory_every: int = 0, job_dir: str | None = None):
         if profile not in PROFILES:
             raise ValueError(f"observe profile {profile!r} is not one of {', '.join(PROFILES)}")
         self.task, self.spool, self.device, self.profile = task, spool, device, profile
@@ -76,6 +82,11 @@ class Observer:
         self.clock = StepClock(device, warmup_steps)
         self.memory = PeakMemory(device, import_rss)
         self.params = ParamRecords(task.model, spool) if record_params and not timing else None
+        self._start_params: list[float] | None = None     # a resumed job's parameters at its first forward
+        self._resuming = resuming
+        self.ckpts = CheckpointWatch(ckpt_dir) if ckpt_dir and not timing else None
+        self.memory_samples = MemorySamples(spool, device, memory_every, job_dir) if memory_every and not timing \
+            else None
         self._hooks: Hooks | None = None
         self.first_forward_wall: float | None = None   # time.time() of the first training forward (start-up cost)
         self.first_step_wall: float | None = None      # ... and of the first optimizer step's end
@@ -113,6 +124,10 @@ class Observer:
         training = torch.is_grad_enabled()
         if training:
             self.validation.flush(self.steps.step)     # a validation run in progress has ended
+            if not self.steps.in_step:                  # the step's first training forward
+                self.steps.rng = rng_digest()
+                if self._resuming and self.params is not None and self.first_forward_wall is None:
+                    self._start_params = self.params.values()
         self.samples.on_forward_pre(args, kwargs, training)
 
     def _on_forward(self, module, args, kwargs, output) -> None:
@@ -150,10 +165,17 @@ class Observer:
         if self.first_step_wall is None:
             self.first_step_wall = time.time()
         validated = self.validation.in_interval
+        if self.ckpts is not None:
+            self.ckpts.poll(self.steps.step)       # written after the previous step ended
         samples = self.steps.end_step(optimizer, now, seconds, validated)
         step = self.steps.step
+        if self._start_params is not None:     # the parameters this resumed job started from
+            self.params.record(step - 1, self._start_params)
+            self._start_params = None
         if self.params is not None:
             self.params.record(step)
+        if self.memory_samples is not None:
+            self.memory_samples.record(step)
         self.clock.add(step, seconds, samples, validated)
         self.validation.in_interval = False
         first_measured = self.clock.first_measured_step(step)
@@ -181,8 +203,15 @@ class Observer:
                    "observed_dtypes": dict(self.dtypes.counts),
                    "unattributed_samples": self.samples.unattributed, **self.clock.throughput(self.steps.step),
                    **self.memory.read()}
+        if self.ckpts is not None:
+            summary["checkpoints"] = self.ckpts.listing(self.steps.step)
         if self.profile == "timing":
             summary["observed_dtypes_scope"] = "training forwards of the warm-up steps"
             del summary["unattributed_samples"]        # training forwards' ids are not recovered
         self.detach()
         return summary
+
+
+def rng_digest() -> int:
+    """A fingerprint of torch's CPU RNG state (what dropout draws from on CPU): equal states, equal digests."""
+    return zlib.crc32(torch.get_rng_state().numpy().tobytes())

@@ -63,6 +63,12 @@ class StepRecords:
         self._losses: list[torch.Tensor] = []
         self._pre: dict[str, Any] = {}
         self._unwritten: tuple[dict, list[dict], LazyFloats] | None = None   # deferred: the last step's
+        self.rng: int | None = None         # digest of the RNG state at the step's first training forward
+
+    @property
+    def in_step(self) -> bool:
+        """Whether a training forward of the step in progress was seen already."""
+        return bool(self._micro)
 
     def add_micro(self, train_mode: bool, dtype: str, ids: Ids, n: int) -> None:
         """A training forward of the step in progress."""
@@ -108,14 +114,14 @@ class StepRecords:
         record = {"kind": "step", "step": self.step, "t": now, "wall": time.time(), "dt": dt,
                   "lr": pre.get("lr", [g["lr"] for g in optimizer.param_groups]),
                   "micro_batches": len(micros), "loss_calls": len(losses), "samples": samples,
-                  "sched_steps": pre.get("sched_steps", 0), "validated_before": validated_before}
+                  "sched_steps": pre.get("sched_steps", 0), "validated_before": validated_before, "rng": self.rng}
         values = [_global_grad_norm(optimizer), pre.get("scale"), *losses]
         if self.deferred:
             self.write_unwritten()
             self._unwritten = (record, micros, LazyFloats(values))
         else:
             self._write(record, micros, to_floats(values))
-        self._micro, self._losses, self._pre = [], [], {}
+        self._micro, self._losses, self._pre, self.rng = [], [], {}, None
         return samples
 
     def _write(self, record: dict, micros: list[dict], floats: list[float | None]) -> None:

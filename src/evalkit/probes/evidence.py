@@ -32,6 +32,7 @@ class JobEvidence:
     val: list[dict[str, Any]] = field(default_factory=list)          # one per validation run
     effective: dict[str, Any] = field(default_factory=dict)          # the adapter's effective config
     summary: dict[str, Any] = field(default_factory=dict)            # rank 0's summary
+    memory: list[dict[str, Any]] = field(default_factory=list)       # observe.memory_every samples (rank 0)
 
     @property
     def failure_reason(self) -> str:
@@ -119,6 +120,8 @@ def load_job(client, run_id: str, name: str) -> JobEvidence:
                 evidence.micro[rank] = parse_micro(micro)
         params = text(names.RECORDS_DIR, names.PARAMS_CSV_NAME)
         evidence.params = parse_params(params) if params else {}
+        memory = text(names.RECORDS_DIR, names.MEMORY_CSV_NAME)
+        evidence.memory = parse_rows(memory) if memory else []
         effective, summary = text("evalkit", "effective_config.json"), text("evalkit", "summary_rank0.json")
         evidence.effective = json.loads(effective) if effective else {}
         evidence.summary = json.loads(summary) if summary else {}

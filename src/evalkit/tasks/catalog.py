@@ -57,8 +57,9 @@ def _mse_stats(out: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
 
 
 def mlp_regression(seed: int, *, n_train: int, n_val: int, in_dim: int, hidden: int, depth: int, out_dim: int,
-                   noise: float) -> Task:
-    """y = tanh(x W1) w2 + noise; an MLP of `depth` hidden layers learns it. Metric: MSE (lower is better)."""
+                   noise: float, dropout: float = 0.0) -> Task:
+    """y = tanh(x W1) w2 + noise; an MLP of `depth` hidden layers learns it. Metric: MSE (lower is better).
+    `dropout` > 0 adds a dropout layer after each hidden layer: the training then draws on torch's RNG."""
     g = _generator(seed, 1)
     w1 = torch.randn(in_dim, hidden, generator=g) / math.sqrt(in_dim)
     w2 = torch.randn(hidden, out_dim, generator=g) / math.sqrt(hidden)
@@ -73,7 +74,7 @@ def mlp_regression(seed: int, *, n_train: int, n_val: int, in_dim: int, hidden: 
     layers: list[nn.Module] = []
     width = in_dim
     for _ in range(depth):
-        layers += [nn.Linear(width, hidden), nn.GELU()]
+        layers += [nn.Linear(width, hidden), nn.GELU()] + ([nn.Dropout(dropout)] if dropout else [])
         width = hidden
     layers.append(nn.Linear(width, out_dim))
     return Task("mlp_regression", nn.Sequential(*layers), split(n_train, 2), split(n_val, 3),

@@ -36,6 +36,7 @@ class MlpRegressionTask(TaskConfig):         # evalkit.tasks.catalog.mlp_regress
     depth: int = MISSING
     out_dim: int = MISSING
     noise: float = MISSING
+    dropout: float = 0.0             # after each hidden layer: makes training depend on the RNG (stability probe)
 
 
 @dataclass

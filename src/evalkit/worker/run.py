@@ -32,6 +32,8 @@ from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
 from evalkit.tasks.schemas import builder_arguments
 from evalkit.trainers import not_installed
+from evalkit.worker.faults import FaultInjector
+from evalkit.worker.load_watch import LoadWatch
 from evalkit.worker.optim import make_optimizer, make_scheduler
 from evalkit.worker.startup import StartupMarks
 
@@ -137,14 +139,25 @@ def run(job_dir: str) -> int:
         observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
                             sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
                             resuming=bool(spec.get("resume_from")), import_rss=import_rss,
-                            profile=cfg.observe.profile).attach()
-        adapter.fit(make_job(cfg, task, device, spec))
+                            profile=cfg.observe.profile, ckpt_dir=spec["ckpt_dir"] if rank == 0 else None,
+                            memory_every=cfg.observe.memory_every, job_dir=job_dir).attach()
+        faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush)
+        loads = LoadWatch() if spec.get("resume_from") else None
+        if cfg.distributed.init_by == "evalkit":
+            init_process_group(device)
+        try:
+            adapter.fit(make_job(cfg, task, device, spec))
+        finally:
+            faults.remove()
+            if loads is not None:
+                loads.remove()
         summary = observer.finish()
         startup.mark("first_forward", observer.first_forward_wall)
         startup.mark("first_step", observer.first_step_wall)
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **summary,
                                                        **startup.summary(), "cpus": cpus,
+                                                       **(loads.summary() if loads is not None else {}),
                                                        "cpus_pinned": bool(os.environ.get(names.CPUS_ENV))})
         if rank == 0:
             spool.write_json("effective_config.json", redact(adapter.effective_config()))
@@ -162,6 +175,16 @@ def run(job_dir: str) -> int:
         spool.close()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def init_process_group(device: torch.device) -> None:
+    """`distributed.init_by=evalkit`: the process group exists before the adapter's `fit` (as under a launcher or
+    a platform that creates it); the adapter must use it, not create its own."""
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1 and not torch.distributed.is_initialized():
+        if device.type == "cuda":
+            torch.distributed.init_process_group("nccl", device_id=device)
+        else:
+            torch.distributed.init_process_group("gloo")
 
 
 def warm_up_torch() -> None:

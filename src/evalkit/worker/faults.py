@@ -1,0 +1,95 @@
+"""Faults a worker injects into its own process, at an optimizer step, for the stability and functional probes.
+
+Each fault goes through a public torch hook or function, never a wrapper's internals, and counts optimizer steps
+as the observer does (`Observer.step`):
+- `kill_after_step=N`: SIGKILL at the first training forward after step N, i.e. after everything the wrapper does
+  once step N ends (its validation, its checkpoint of step N); the observer's records are flushed first, so the
+  spool holds steps 1..N as a real process's flushed records would;
+- `kill_in_save_after_step=N`: SIGKILL halfway through the first `torch.save` after step N: half of the serialized
+  bytes reach the destination (a path or an open file), then the process dies. A wrapper that writes to a
+  temporary file and renames it loses only that file; one that writes in place leaves a truncated checkpoint. A
+  wrapper that serializes into memory first is killed before its file is opened;
+- `oom_at_step=k`: torch.OutOfMemoryError raised by a model forward hook in the first training forward of step k;
+- `loss_error_at_step=k`: a RuntimeError raised by a forward pre hook of the task's loss module during step k.
+"""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+from typing import Any, Callable
+
+import torch
+
+INJECTED = "injected by evalkit"
+
+
+class FaultInjector:
+    def __init__(self, faults: Any, model: torch.nn.Module, loss_fn: torch.nn.Module, step: Callable[[], int],
+                 flush: Callable[[], None]):
+        self.faults, self.step, self.flush = faults, step, flush
+        self._handles: list = []
+        self._original_save = None
+        if faults.kill_after_step or faults.oom_at_step:
+            self._handles.append(model.register_forward_pre_hook(self._on_forward_pre))
+        if faults.oom_at_step:
+            self._handles.append(model.register_forward_hook(self._on_forward))
+        if faults.loss_error_at_step:
+            self._handles.append(loss_fn.register_forward_pre_hook(self._on_loss_pre))
+        if faults.kill_in_save_after_step:
+            self._original_save = torch.save
+            torch.save = self._save       # the public function wrappers call (`torch.save(obj, f)`)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._handles or self._original_save)
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if self._original_save is not None:
+            torch.save = self._original_save
+            self._original_save = None
+
+    # ------------------------------------------------------------------ the faults
+    def _kill(self, what: str) -> None:
+        self.flush()
+        print(f"[evalkit] fault {INJECTED}: SIGKILL {what}", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def _on_forward_pre(self, module, args) -> None:
+        after = self.faults.kill_after_step
+        if after and torch.is_grad_enabled() and self.step() >= after:
+            self._kill(f"after optimizer step {self.step()}")
+
+    def _on_forward(self, module, args, output) -> None:
+        at = self.faults.oom_at_step
+        if at and torch.is_grad_enabled() and self.step() == at - 1:
+            raise torch.OutOfMemoryError(f"out of memory ({INJECTED} in the model's forward at optimizer step {at})")
+
+    def _on_loss_pre(self, module, args) -> None:
+        at = self.faults.loss_error_at_step
+        if at and torch.is_grad_enabled() and self.step() == at - 1:
+            raise RuntimeError(f"error in the loss function ({INJECTED} at optimizer step {at})")
+
+    def _save(self, obj, f, *args, **kwargs):
+        if self.step() < self.faults.kill_in_save_after_step:
+            return self._original_save(obj, f, *args, **kwargs)
+        buffer = io.BytesIO()
+        self._original_save(obj, buffer, *args, **kwargs)
+        data = buffer.getvalue()[: len(buffer.getvalue()) // 2]
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            where = os.fspath(f)
+        else:
+            f.write(data)
+            if hasattr(f, "flush"):
+                f.flush()
+            where = getattr(f, "name", type(f).__name__)
+        self._kill(f"halfway through torch.save to {where} ({len(data)} bytes written) after optimizer step "
+                   f"{self.step()}")
