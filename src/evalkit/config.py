@@ -119,6 +119,9 @@ class ProbeConfig:
     steps: int = 60                  # performance: optimizer steps timed per job (after observe.warmup_steps)
     seeds: int = 3                   # consistency: seeds per arm, each paired with the baseline's
     switches: list[str] = field(default_factory=list)   # consistency: bf16_mixed | fp16_mixed | ws2, one at a time
+    long_steps: int = 0              # stability: optimizer steps of the long run (memory, logs); 0 = no long run
+    leak_kb_per_1k_steps: float = 256.0   # stability: memory growth tolerated (KiB per 1,000 steps)
+    log_kb_per_1k_steps: float = 100.0    # stability: log growth tolerated (KiB per 1,000 steps)
 
 
 @dataclass
@@ -217,7 +220,8 @@ RANGES: dict[str, Range] = {
                                            "loss_error_at_step")},
     "probe.world_sizes": Range(1, items=True),
     "probe.repeats": AT_LEAST_1, "probe.widths": Range(1, items=True), "probe.steps": AT_LEAST_1,
-    "probe.seeds": AT_LEAST_1,
+    "probe.seeds": AT_LEAST_1, "probe.long_steps": AT_LEAST_0, "probe.leak_kb_per_1k_steps": AT_LEAST_0,
+    "probe.log_kb_per_1k_steps": AT_LEAST_0,
     "seed": Range(0, SEED_LIMIT, high_open=True), "repeat": Range(0, 2**63, high_open=True),
 }
 

@@ -9,6 +9,8 @@ PROBES = {   # name -> module holding `PROBE`
     "semantics": "evalkit.probes.semantics.probe",
     "performance": "evalkit.probes.performance.probe",
     "consistency": "evalkit.probes.consistency.probe",
+    "functional": "evalkit.probes.functional.probe",
+    "stability": "evalkit.probes.stability.probe",
 }
 
 

@@ -1,0 +1,69 @@
+"""Damaged copies of a checkpoint, offered to a resume: truncated, bytes flipped, another model's.
+
+A copy holds every entry the source job wrote after one step (a checkpoint may be a file, a directory, or a file
+and its checksum), in a directory of its own beside the probe's jobs. The damage goes to the copy's largest file:
+cut to half its length, or 256 bytes inverted at its middle. Nothing of the source is changed.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+FLIPPED = 256
+
+
+def copy_step(ckpt_dir: str, listing: list[dict], step: int, dest: str) -> list[str]:
+    """Copy the entries written after `step` (from the job summary's checkpoint listing) into `dest`."""
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    os.makedirs(dest)
+    copied = []
+    for entry in listing:
+        if entry["after_step"] != step:
+            continue
+        src = os.path.join(ckpt_dir, entry["name"])
+        if os.path.isdir(src):
+            shutil.copytree(src, os.path.join(dest, entry["name"]))
+        elif os.path.exists(src):
+            shutil.copy2(src, os.path.join(dest, entry["name"]))
+        copied.append(entry["name"])
+    return copied
+
+
+def largest_file(root: str) -> str:
+    files = [os.path.join(r, f) for r, _, fs in os.walk(root) for f in fs]
+    if not files:
+        raise FileNotFoundError(f"no checkpoint file under {root}")
+    return max(files, key=lambda p: (os.path.getsize(p), p))
+
+
+def truncate(path: str) -> str:
+    size = os.path.getsize(path)
+    with open(path, "r+b") as fh:
+        fh.truncate(size // 2)
+    return f"{os.path.basename(path)} cut from {size} to {size // 2} bytes"
+
+
+def flip(path: str) -> str:
+    size = os.path.getsize(path)
+    at = max(0, size // 2 - FLIPPED // 2)
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        data = fh.read(FLIPPED)
+        fh.seek(at)
+        fh.write(bytes(b ^ 0xFF for b in data))
+    return f"{len(data)} bytes inverted at offset {at} of {os.path.basename(path)} ({size} bytes)"
+
+
+def prepare(kind: str, ckpt_dir: str, listing: list[dict], dest: str, at_most: int) -> str:
+    """The damaged copy in `dest` of the latest checkpoint of `listing` written at or before step `at_most` (so
+    the resume has steps left to train); returns what was done, in words."""
+    steps = [e["after_step"] for e in listing if 0 < e["after_step"] <= at_most]
+    if not steps:
+        raise FileNotFoundError(f"the job that wrote {ckpt_dir} listed no checkpoint up to step {at_most}")
+    step = max(steps)
+    names = copy_step(ckpt_dir, listing, step, dest)
+    if kind == "other-model":
+        return f"the checkpoint of step {step} of a wider model ({', '.join(names)})"
+    target = largest_file(dest)
+    return f"checkpoint of step {step}: " + (truncate(target) if kind == "truncated" else flip(target))

@@ -1,0 +1,135 @@
+"""The stability probe's judge: one item per fault, each pass / fail / not exercised, with its evidence."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evalkit.probes.evidence import JobEvidence
+from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.probes.stability import plan as P
+from evalkit.probes.stability.items import LOSS_MARKERS, OOM_MARKERS, error_at_step, refused_damaged
+from evalkit.probes.stability.longrun import judge_long_run
+from evalkit.probes.stability.resume import BIT_FOR_BIT, compare
+
+PASS, FAIL, NOT_EXERCISED = "pass", "fail", "not exercised"
+RESUME_ITEMS = {   # item -> (kill job, resume job, title)
+    "kill_between": ("kill-between", "resume-between", "SIGKILL between two checkpoints, then resume"),
+    "kill_after_checkpoint": ("kill-after-ckpt", "resume-after-ckpt", "SIGKILL right after a checkpoint, then resume"),
+    "kill_during_write": ("kill-in-save", "resume-in-save", "SIGKILL during a checkpoint's write, then resume"),
+    "kill_ws2": ("kill-ws2", "resume-ws2", "SIGKILL at world size 2, then resume"),
+}
+CORRUPT_TITLES = {"truncated": "resume offered a truncated checkpoint",
+                  "flipped": "resume offered a checkpoint with flipped bytes",
+                  "other-model": "resume offered another model's checkpoint"}
+
+
+@dataclass
+class Item:
+    name: str
+    title: str
+    status: str
+    outcome: str
+    jobs: list[JobEvidence]
+    first_step: int | None = None
+    causes: tuple[str, ...] = ()
+
+    def evidence(self) -> str:
+        return ", ".join(f"{j.name} ({j.run_id[:8]})" for j in self.jobs)
+
+
+def expected_resume_point(killed: JobEvidence) -> int:
+    """The latest checkpoint complete when the job was killed (from its faults and cadence)."""
+    faults, every = killed.config.get("faults", {}), int(killed.config.get("train", {}).get("ckpt_every", 0))
+    if not every:
+        return 0
+    if faults.get("kill_in_save_after_step"):
+        return (int(faults["kill_in_save_after_step"]) // every) * every   # the one being written is lost
+    return (int(faults.get("kill_after_step", 0)) // every) * every
+
+
+def fault_fired(killed: JobEvidence) -> bool:
+    return killed.status != "FINISHED" and "SIGKILL" in killed.failure_reason
+
+
+def resume_item(name: str, jobs: dict[str, JobEvidence]) -> Item | None:
+    kill, resume, title = RESUME_ITEMS[name]
+    if kill not in jobs:
+        return None
+    killed = jobs[kill]
+    if not fault_fired(killed):
+        how = ("its checkpoints are not written through torch.save" if name == "kill_during_write"
+               else "the job was not killed")
+        return Item(name, title, NOT_EXERCISED, f"{how} ({killed.status}: {killed.failure_reason or 'no error'})",
+                    [killed])
+    if resume not in jobs:
+        return Item(name, title, FAIL, "the resume did not run", [killed])
+    reference = jobs[P.REFERENCE_OF[resume]]
+    outcome = compare(reference, jobs[resume], expected_resume_point(killed), int(P.STEPS))
+    return Item(name, title, PASS if outcome.ok else FAIL, outcome.text(), [killed, jobs[resume], reference],
+                outcome.diverged_at, tuple(outcome.causes))
+
+
+def judge(evidence: list[JobEvidence], leak_limit: float = 256.0, log_limit: float = 100.0) -> ProbeResult:
+    jobs = {j.name: j for j in evidence}
+    items: list[Item] = []
+    notes: list[str] = []
+    figures: dict[str, float] = {}
+    if "reference" in jobs and jobs["reference"].status != "FINISHED":
+        notes.append(f"the uninterrupted reference run failed ({jobs['reference'].failure_reason}): "
+                     "the resumes have nothing to be compared with")
+    for name in RESUME_ITEMS:
+        item = resume_item(name, jobs) if "reference" in jobs else None
+        if item is not None:
+            items.append(item)
+    for kind, title in CORRUPT_TITLES.items():
+        job = jobs.get(P.corrupt_name(kind))
+        if job is not None:
+            ok, text = refused_damaged(job, kind)
+            items.append(Item(f"corrupt_{kind.replace('-', '_')}", title, PASS if ok else FAIL, text, [job]))
+    for job_name, item, markers, what in (("oom", "out_of_memory", OOM_MARKERS, "out-of-memory error"),
+                                          ("loss-error", "loss_error", LOSS_MARKERS, "error in the loss function")):
+        if job_name in jobs:
+            ok, text = error_at_step(jobs[job_name], P.FAULT_STEP, markers, what)
+            title = f"{what} raised at step {P.FAULT_STEP}"
+            items.append(Item(item, title, PASS if ok else FAIL, text, [jobs[job_name]]))
+    if "long-run" in jobs:
+        run = judge_long_run(jobs["long-run"], leak_limit, log_limit)
+        text = "; ".join(run.problems) if run.problems else (
+            f"{run.steps_taken} steps recorded; memory {run.memory.text() if run.memory else 'not sampled'}; "
+            f"logs {run.logs.text() if run.logs else 'not sampled'}")
+        items.append(Item("long_run", f"long run of {run.steps_asked} steps", PASS if run.ok else FAIL, text,
+                          [jobs["long-run"]]))
+        if run.memory is not None:
+            figures.update(leak_kib_per_1k_steps=run.memory.per_1k, leak_low=run.memory.low,
+                           leak_high=run.memory.high)
+        if run.logs is not None:
+            figures["log_kib_per_1k_steps"] = run.logs.per_1k
+    unsafe = sorted({f for j in evidence for f in j.summary.get("unsafe_loads", [])})
+    loads = sum(len(j.summary.get("checkpoint_loads", [])) for j in evidence)
+    if loads:
+        notes.append(f"checkpoint loads seen in the resumes: {loads}; with weights_only=False (arbitrary code "
+                     f"unpickled): {', '.join(unsafe) if unsafe else 'none'}")
+        figures["unsafe_loads"] = float(len(unsafe))
+    failed = [i for i in items if i.status == FAIL]
+    judged = [i for i in items if i.status != NOT_EXERCISED]
+    figures.update(items_passed=float(len(judged) - len(failed)), items_total=float(len(judged)),
+                   resumes_bit_for_bit=float(sum(1 for i in items if i.outcome.startswith(BIT_FOR_BIT))))
+    findings = [Finding(f"stability.{i.name}", i.title, i.jobs[-1].name if len(i.jobs) < 2 else i.jobs[1].name,
+                        i.first_step, size=i.outcome, explained_by=list(i.causes)) for i in failed]
+    headline = f"{len(judged) - len(failed)}/{len(judged)} items"
+    if failed:
+        headline += ": " + ", ".join(i.name.replace("_", " ") for i in failed[:3]) + (" …" if len(failed) > 3 else "")
+    exercised = [i for i in items if i.status == NOT_EXERCISED]
+    notes += [f"{i.name}: not exercised, {i.outcome}" for i in exercised]
+    return ProbeResult("stability", passed=bool(judged) and not failed, findings=findings, figures=figures,
+                       notes=notes, headline=headline, inconclusive=not judged, sections=[table(items)])
+
+
+def table(items: list[Item]) -> str:
+    rows = ["| item | status | outcome | evidence |", "|---|---|---|---|"]
+    rows += [f"| {i.title} | {i.status} | {_short(i.outcome)} | {i.evidence()} |" for i in items]
+    return "\n".join(rows)
+
+
+def _short(text: str, limit: int = 240) -> str:
+    text = " ".join(text.replace("|", "/").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,74 @@
+"""The stability probe's plan: faults injected into small jobs, then the jobs that recover from them.
+
+Caliber: an MLP regression with dropout (so training draws on the RNG and a lost RNG state shows), AdamW (whose
+moments a lost optimizer state changes), warm-up then cosine decay (whose position a lost scheduler state
+changes), 24 steps of 16 samples on 320 samples: 20 steps an epoch, so a resume after step 18 crosses an epoch's
+end. A checkpoint every 6 steps, validation at the same cadence, parameters recorded after every step.
+
+Phase 1: `reference` (uninterrupted); `kill-between` (SIGKILL after step 9: between the checkpoints of steps 6 and
+12); `kill-after-ckpt` (after step 18, right after its checkpoint); `kill-in-save` (halfway through writing the
+checkpoint of step 12); `oom` and `loss-error` (at step 5); `other-model` (a wider model's checkpoint, for the
+damaged-checkpoint items); at world size 2 `reference-ws2` and `kill-ws2`; `long-run` when `probe.long_steps`.
+Phase 2, from phase 1's checkpoints: `resume-between`, `resume-after-ckpt`, `resume-in-save`, `resume-ws2`, and
+`corrupt-truncated`, `corrupt-flipped`, `corrupt-other-model` (resumes offered a damaged copy: `corrupt.py`).
+"""
+from __future__ import annotations
+
+from evalkit.probes.consistency.plan import precision_settings
+
+TASK = "mlp_regression"
+STEPS, EVERY = 24, 6
+KILL_BETWEEN, KILL_AFTER_CKPT, KILL_IN_SAVE = 9, 18, 9
+FAULT_STEP = 5
+CALIBER: dict[str, object] = {
+    "task.n_train": 320, "task.n_val": 64, "task.in_dim": 16, "task.hidden": 32, "task.depth": 2,
+    "task.out_dim": 1, "task.noise": 0.1, "task.dropout": 0.1,
+    "train.optimizer": "adamw", "train.lr": 0.003, "train.weight_decay": 0.01, "train.schedule": "cosine",
+    "train.warmup_steps": 3, "train.min_lr_ratio": 0.1, "train.batch_size": 16, "train.grad_accum": 1,
+    "train.grad_clip": 1.0, "train.max_steps": STEPS, "train.val_every": EVERY, "train.ckpt_every": EVERY,
+    "train.num_workers": 0, "observe.sample_ids": True, "observe.params": True, "observe.warmup_steps": 0,
+    "observe.profile": "full", "resume_from": None,
+    **precision_settings("fp32"), "distributed.name": "none", "distributed.world_size": 1,
+}
+DDP2 = {"distributed.name": "ddp", "distributed.world_size": 2}
+OTHER_MODEL = {"task.hidden": 48, "train.max_steps": EVERY}
+
+# phase-2 job -> (the phase-1 job whose checkpoints it resumes from, world size 2)
+RESUMES = {"resume-between": "kill-between", "resume-after-ckpt": "kill-after-ckpt",
+           "resume-in-save": "kill-in-save", "resume-ws2": "kill-ws2"}
+CORRUPTIONS = ("truncated", "flipped", "other-model")
+REFERENCE_OF = {"resume-between": "reference", "resume-after-ckpt": "reference", "resume-in-save": "reference",
+                "resume-ws2": "reference-ws2"}
+
+
+def first_phase(world_sizes: list[int], long_steps: int) -> dict[str, dict[str, object]]:
+    jobs: dict[str, dict[str, object]] = {
+        "reference": {},
+        "kill-between": {"faults.kill_after_step": KILL_BETWEEN},
+        "kill-after-ckpt": {"faults.kill_after_step": KILL_AFTER_CKPT},
+        "kill-in-save": {"faults.kill_in_save_after_step": KILL_IN_SAVE},
+        "oom": {"faults.oom_at_step": FAULT_STEP},
+        "loss-error": {"faults.loss_error_at_step": FAULT_STEP},
+        "other-model": OTHER_MODEL,
+    }
+    if 2 in world_sizes:
+        jobs["reference-ws2"] = DDP2
+        jobs["kill-ws2"] = {**DDP2, "faults.kill_after_step": KILL_BETWEEN}
+    if long_steps:
+        jobs["long-run"] = long_run_settings(long_steps)
+    return {name: {**CALIBER, **settings} for name, settings in jobs.items()}
+
+
+def long_run_settings(steps: int) -> dict[str, object]:
+    """A few thousand short steps, memory sampled about 100 times; no per-step parameters, one checkpoint."""
+    return {"train.max_steps": steps, "train.val_every": 0, "train.ckpt_every": 0, "observe.params": False,
+            "observe.memory_every": max(1, steps // 100)}
+
+
+def resume_settings(name: str, checkpoints: str) -> dict[str, object]:
+    ws2 = DDP2 if name.endswith("ws2") else {}
+    return {**CALIBER, **ws2, "resume_from": checkpoints}
+
+
+def corrupt_name(kind: str) -> str:
+    return f"corrupt-{kind}"

@@ -1,0 +1,156 @@
+"""A resumed job against the uninterrupted run of the same seed, step by step: where it resumed, whether every step
+is there once, and the first step where anything differs, with the cause the records show.
+
+Per step the records hold the samples (ids), the LR, the RNG digest at the step's first forward, the loss and the
+parameters after it; a resumed job also records the parameters it started from. The first difference names its
+cause: samples (data position lost), LR (scheduler state lost), start weights (model state lost), RNG digest (RNG
+state lost), and when all of those agree, the parameters after the step (the update differs: optimizer state
+lost). Outcome: bit for bit, within tolerance, or the failure with its causes.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evalkit.probes.evidence import JobEvidence
+
+BIT_FOR_BIT, WITHIN_TOLERANCE, DIVERGED, FAILED = "bit for bit", "within tolerance", "diverged", "failed"
+RTOL = 1e-5          # loss and parameters: relative difference still "within tolerance"
+
+
+@dataclass
+class ResumeOutcome:
+    verdict: str                       # BIT_FOR_BIT | WITHIN_TOLERANCE | DIVERGED | FAILED
+    expected_at: int                   # the latest complete checkpoint's step when the job was killed
+    resumed_at: int | None = None      # the step the resumed job continued after
+    diverged_at: int | None = None
+    causes: list[str] = field(default_factory=list)
+    max_param_delta: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict in (BIT_FOR_BIT, WITHIN_TOLERANCE) and not self.causes
+
+    def text(self) -> str:
+        if self.verdict == FAILED:
+            return "; ".join(self.causes)
+        where = f"resumed after step {self.resumed_at}"
+        if self.ok:
+            delta = f", final weights max |Δ| {self.max_param_delta:.2g}" if self.max_param_delta else ""
+            return f"{self.verdict} ({where}{delta})"
+        at = f" at step {self.diverged_at}" if self.diverged_at is not None else ""
+        return f"{self.verdict}{at} ({where}): " + "; ".join(self.causes)
+
+
+def step_ids(job: JobEvidence, rank: int = 0) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for row in job.micro.get(rank, []):
+        if not row.get("skipped"):
+            out.setdefault(int(row["step"]), []).extend(row["ids"])
+    return out
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= RTOL * max(abs(a), abs(b), 1e-12)
+
+
+def _params_close(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= RTOL * np.maximum(np.abs(b), 1e-3)))
+
+
+def compare(reference: JobEvidence, resumed: JobEvidence, expected_at: int, max_steps: int) -> ResumeOutcome:
+    out = ResumeOutcome(DIVERGED, expected_at)
+    if resumed.status != "FINISHED":
+        out.verdict = FAILED
+        out.causes.append(f"the resume failed: {resumed.failure_reason or resumed.status}")
+        return out
+    steps = resumed.steps
+    if not steps:
+        out.verdict = FAILED
+        out.causes.append("the resumed job recorded no optimizer step")
+        return out
+    numbers = [int(s["step"]) for s in steps]
+    out.resumed_at = numbers[0] - 1
+    _resume_point(out, numbers, max_steps)
+    _first_difference(out, reference, resumed, numbers)
+    if out.diverged_at is None:
+        exact = all(r.get("loss") == s.get("loss") for r, s in _pairs(reference, resumed, numbers))
+        last = numbers[-1]
+        if last in reference.params and last in resumed.params:
+            delta = float(np.max(np.abs(reference.params[last] - resumed.params[last])))
+            out.max_param_delta = delta
+            exact = exact and delta == 0.0
+        out.verdict = BIT_FOR_BIT if exact else WITHIN_TOLERANCE
+    return out
+
+
+def _resume_point(out: ResumeOutcome, numbers: list[int], max_steps: int) -> None:
+    repeated = sorted(n for n, c in Counter(numbers).items() if c > 1)
+    missing = sorted(set(range(numbers[0], max(numbers) + 1)) - set(numbers))
+    if out.resumed_at == 0 and out.expected_at > 0:
+        out.causes.append(f"started again from step 1 although the checkpoint of step {out.expected_at} was "
+                          "complete (a fresh start: nothing restored)")
+    elif out.resumed_at != out.expected_at:
+        lost = " (work lost)" if out.resumed_at < out.expected_at else ""
+        out.causes.append(f"resumed after step {out.resumed_at}, but the latest complete checkpoint was of step "
+                          f"{out.expected_at}{lost}")
+    if repeated:
+        out.causes.append(f"step number(s) {_few(repeated)} recorded twice")
+    if missing:
+        out.causes.append(f"step number(s) {_few(missing)} missing")
+    left = max_steps - out.resumed_at
+    if len(numbers) != left:
+        out.causes.append(f"{len(numbers)} optimizer steps after resuming where {left} were left (step counter off "
+                          f"by {len(numbers) - left:+d}: a step repeated or skipped)")
+
+
+def _pairs(reference: JobEvidence, resumed: JobEvidence, numbers: list[int]):
+    by_step = {int(s["step"]): s for s in reference.steps}
+    return [(by_step.get(n, {}), s) for n, s in zip(numbers, resumed.steps)]
+
+
+def _first_difference(out: ResumeOutcome, reference: JobEvidence, resumed: JobEvidence, numbers: list[int]) -> None:
+    ref_ids, res_ids = step_ids(reference), step_ids(resumed)
+    owner = {tuple(v): k for k, v in ref_ids.items()}
+    start = out.resumed_at
+    if start in reference.params and start in resumed.params and \
+            not _params_close(resumed.params[start], reference.params[start]):
+        out.diverged_at = start + 1
+        out.causes.append(f"model state lost: the weights it resumed with are not those after step {start}")
+        return
+    for (ref, res), n in zip(_pairs(reference, resumed, numbers), numbers):
+        if not ref:
+            out.diverged_at = n
+            out.causes.append(f"step {n} is past the uninterrupted run's last step")
+            return
+        cause = _cause(ref, res, n, ref_ids.get(n), res_ids.get(n), owner, reference, resumed)
+        if cause:
+            out.diverged_at = n
+            out.causes.append(cause)
+            return
+
+
+def _cause(ref, res, n, ref_ids, res_ids, owner, reference, resumed) -> str | None:
+    if ref_ids is not None and res_ids is not None and ref_ids != res_ids:
+        same = owner.get(tuple(res_ids))
+        where = (f"the samples of step {same} ({'repeated' if same < n else 'skipped ahead'})" if same is not None
+                 else "samples the uninterrupted run did not train on at that point")
+        return f"data position lost: step {n} trained on {where}"
+    if not _close(ref.get("lr"), res.get("lr")):
+        return (f"scheduler state lost: LR {res.get('lr'):.6g} at step {n}, the uninterrupted run had "
+                f"{ref.get('lr'):.6g}")
+    if ref.get("rng") is not None and res.get("rng") is not None and ref["rng"] != res["rng"]:
+        return f"RNG state lost: the RNG at step {n}'s first forward is not the uninterrupted run's (dropout differs)"
+    if not _close(ref.get("loss"), res.get("loss")):
+        return f"the loss of step {n} differs ({res.get('loss'):.6g} vs {ref.get('loss'):.6g}) with the same " \
+               "weights, samples, LR and RNG"
+    if n in reference.params and n in resumed.params and not _params_close(resumed.params[n], reference.params[n]):
+        return (f"optimizer state lost: the update of step {n} differs with the same weights, samples and LR "
+                "(the optimizer's moments or step count were not restored)")
+    return None
+
+
+def _few(values: list[int]) -> str:
+    return ", ".join(map(str, values[:5])) + (f" and {len(values) - 5} more" if len(values) > 5 else "")
