@@ -120,7 +120,8 @@ class ProbeConfig:
     seeds: int = 3                   # consistency: seeds per arm, each paired with the baseline's
     switches: list[str] = field(default_factory=list)   # consistency: bf16_mixed | fp16_mixed | ws2, one at a time
     long_steps: int = 0              # stability: optimizer steps of the long run (memory, logs); 0 = no long run
-    leak_kb_per_1k_steps: float = 256.0   # stability: memory growth tolerated (KiB per 1,000 steps)
+    only: list[str] = field(default_factory=list)    # stability: only these items (kill_between, ...); [] = all
+    leak_kb_per_1k_steps: float = 1024.0  # stability: memory growth tolerated (KiB per 1,000 steps)
     log_kb_per_1k_steps: float = 100.0    # stability: log growth tolerated (KiB per 1,000 steps)
 
 
@@ -263,6 +264,12 @@ def _probe_problems(cfg: DictConfig) -> list[str]:
     if unknown:
         problems.append(f"probe.switches: {', '.join(map(str, unknown))} is not a switch: choose among "
                         f"{', '.join(SWITCHES)} (e.g. probe.switches=[bf16_mixed,ws2])")
+    from evalkit.probes.stability.plan import ITEM_JOBS  # the stability probe owns its items
+
+    unknown = [i for i in probe.get("only", []) if i not in ITEM_JOBS]
+    if unknown:
+        problems.append(f"probe.only: {', '.join(map(str, unknown))} is not a stability item: choose among "
+                        f"{', '.join(ITEM_JOBS)} (e.g. probe.only=[kill_between,out_of_memory])")
     return problems
 
 

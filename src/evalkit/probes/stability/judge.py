@@ -68,7 +68,7 @@ def resume_item(name: str, jobs: dict[str, JobEvidence]) -> Item | None:
                 outcome.diverged_at, tuple(outcome.causes))
 
 
-def judge(evidence: list[JobEvidence], leak_limit: float = 256.0, log_limit: float = 100.0) -> ProbeResult:
+def judge(evidence: list[JobEvidence], leak_limit: float = 1024.0, log_limit: float = 100.0) -> ProbeResult:
     jobs = {j.name: j for j in evidence}
     items: list[Item] = []
     notes: list[str] = []

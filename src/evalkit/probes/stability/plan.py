@@ -41,6 +41,26 @@ REFERENCE_OF = {"resume-between": "reference", "resume-after-ckpt": "reference",
                 "resume-ws2": "reference-ws2"}
 
 
+# item -> the jobs it needs (`probe.only` picks items; none picked: every item)
+ITEM_JOBS = {
+    "kill_between": ("reference", "kill-between", "resume-between"),
+    "kill_after_checkpoint": ("reference", "kill-after-ckpt", "resume-after-ckpt"),
+    "kill_during_write": ("reference", "kill-in-save", "resume-in-save"),
+    "kill_ws2": ("reference-ws2", "kill-ws2", "resume-ws2"),
+    "corrupt_truncated": ("reference", "corrupt-truncated"),
+    "corrupt_flipped": ("reference", "corrupt-flipped"),
+    "corrupt_other_model": ("other-model", "corrupt-other-model"),
+    "out_of_memory": ("oom",),
+    "loss_error": ("loss-error",),
+    "long_run": ("long-run",),
+}
+
+
+def wanted_jobs(items: list[str]) -> set[str] | None:
+    """The jobs the picked items need; None: every job."""
+    return {job for item in items for job in ITEM_JOBS[item]} if items else None
+
+
 def first_phase(world_sizes: list[int], long_steps: int) -> dict[str, dict[str, object]]:
     jobs: dict[str, dict[str, object]] = {
         "reference": {},

@@ -19,7 +19,7 @@ class StabilityProbe:
     timed = False
 
     def __init__(self):
-        self.leak_limit, self.log_limit = 256.0, 100.0
+        self.leak_limit, self.log_limit = 1024.0, 100.0
 
     def task(self, cfg: DictConfig) -> str:
         return P.TASK
@@ -31,13 +31,14 @@ class StabilityProbe:
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         self.leak_limit, self.log_limit = cfg.probe.leak_kb_per_1k_steps, cfg.probe.log_kb_per_1k_steps
+        wanted = P.wanted_jobs(list(cfg.probe.only))
         first = P.first_phase(list(cfg.probe.world_sizes), cfg.probe.long_steps)
-        todo = [PlannedJob(n, s) for n, s in first.items() if n not in done]
+        todo = [PlannedJob(n, s) for n, s in first.items() if n not in done and (wanted is None or n in wanted)]
         if todo:
             return todo, []
         jobs, notes = [], []
         for name, source in P.RESUMES.items():
-            if name in done or source not in done:
+            if name in done or source not in done or (wanted is not None and name not in wanted):
                 continue
             killed = done[source]
             if killed.status == "FINISHED":
@@ -46,9 +47,9 @@ class StabilityProbe:
             jobs.append(PlannedJob(name, P.resume_settings(name, killed.tags.get(names.CHECKPOINT_DIR, ""))))
         for kind in P.CORRUPTIONS:
             name = P.corrupt_name(kind)
-            source = done["other-model" if kind == "other-model" else "reference"]
-            if name in done:
+            if name in done or (wanted is not None and name not in wanted):
                 continue
+            source = done["other-model" if kind == "other-model" else "reference"]
             if source.status != "FINISHED":
                 notes.append(f"{name} not run: {source.name} failed ({source.failure_reason})")
                 continue

@@ -3,7 +3,8 @@ is there once, and the first step where anything differs, with the cause the rec
 
 Per step the records hold the samples (ids), the LR, the RNG digest at the step's first forward, the loss and the
 parameters after it; a resumed job also records the parameters it started from. The first difference names its
-cause: samples (data position lost), LR (scheduler state lost), start weights (model state lost), RNG digest (RNG
+cause: samples (data position lost), LR (scheduler state lost; wrong at the first step only: the optimizer's
+param groups, which hold the LR, were not restored), start weights (model state lost), RNG digest (RNG
 state lost), and when all of those agree, the parameters after the step (the update differs: optimizer state
 lost). Outcome: bit for bit, within tolerance, or the failure with its causes.
 """
@@ -139,8 +140,11 @@ def _cause(ref, res, n, ref_ids, res_ids, owner, reference, resumed) -> str | No
                  else "samples the uninterrupted run did not train on at that point")
         return f"data position lost: step {n} trained on {where}"
     if not _close(ref.get("lr"), res.get("lr")):
-        return (f"scheduler state lost: LR {res.get('lr'):.6g} at step {n}, the uninterrupted run had "
-                f"{ref.get('lr'):.6g}")
+        lr = f"LR {res.get('lr'):.6g} at step {n}, the uninterrupted run had {ref.get('lr'):.6g}"
+        if n == int(resumed.steps[0]["step"]) and _lr_agrees_after(reference, resumed, n):
+            return (f"optimizer state lost: {lr}, and the LR agrees again from the next step: the optimizer's "
+                    "param groups (which hold the LR) were not restored, the scheduler's state was")
+        return f"scheduler state lost: {lr}"
     if ref.get("rng") is not None and res.get("rng") is not None and ref["rng"] != res["rng"]:
         return f"RNG state lost: the RNG at step {n}'s first forward is not the uninterrupted run's (dropout differs)"
     if not _close(ref.get("loss"), res.get("loss")):
@@ -150,6 +154,12 @@ def _cause(ref, res, n, ref_ids, res_ids, owner, reference, resumed) -> str | No
         return (f"optimizer state lost: the update of step {n} differs with the same weights, samples and LR "
                 "(the optimizer's moments or step count were not restored)")
     return None
+
+
+def _lr_agrees_after(reference: JobEvidence, resumed: JobEvidence, n: int) -> bool:
+    ref = {int(s["step"]): s.get("lr") for s in reference.steps}
+    later = [(ref.get(int(s["step"])), s.get("lr")) for s in resumed.steps if int(s["step"]) > n]
+    return bool(later) and all(_close(a, b) for a, b in later)
 
 
 def _few(values: list[int]) -> str:
