@@ -144,6 +144,11 @@ class IgniteAdapter(WrapperAdapter):
         import ignite.distributed as idist
 
         backend = ("gloo" if job.device.type == "cpu" else "nccl") if job.distributed else None
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # A process group someone else created (a launcher, a platform, evalkit's distributed.init_by): idist
+            # adopts it through its documented `sync()` and Parallel must not create a second one.
+            idist.sync()
+            backend = None
         with idist.Parallel(backend=backend) as parallel:
             parallel.run(self._run_aligned if self.mode == "aligned" else self._run_defaults, job)
 

@@ -167,7 +167,8 @@ def test_a_third_party_builder_gets_extra_as_keywords_and_a_typo_there_is_refuse
            *(f"+task.extra.{k}={v}" for k, v in (("n_train", 64), ("n_val", 32), ("in_dim", 4), ("hidden", 8),
                                                   ("depth", 1), ("out_dim", 1)))]
     assert problems(*mlp, "+task.extra.noise=0.1") == []
-    signature = "evalkit.tasks.catalog.mlp_regression(seed, *, n_train, n_val, in_dim, hidden, depth, out_dim, noise, dropout)"
+    signature = ("evalkit.tasks.catalog.mlp_regression(seed, *, n_train, n_val, in_dim, hidden, depth, out_dim, noise, "
+                 "dropout)")
     assert problems(*mlp, "+task.extra.nois=0.1") == [
         f"task.extra.nois is not an argument of {signature}: did you mean task.extra.noise?",
         "evalkit.tasks.catalog.mlp_regression needs the argument noise: set task.extra.noise"]

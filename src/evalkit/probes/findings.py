@@ -35,6 +35,8 @@ class Finding:
     knob: str = ""
     declared: str = ""                    # what the adapter's own report says about it ("" when silent)
     evidence: dict[str, Any] = field(default_factory=dict)
+    explainable: bool = True              # a difference alternative semantics may explain (semantics, consistency);
+    #                                       False: a failed item (functional, stability), never "unexplained"
 
     @property
     def unexplained(self) -> bool:
@@ -46,7 +48,10 @@ class Finding:
         parts = [f"{self.title}{where} [{self.job}]"]
         if self.size:
             parts.append(self.size)
-        parts.append("explained by: " + "; ".join(self.explained_by) if self.explained_by else UNEXPLAINED)
+        if self.explained_by:
+            parts.append("explained by: " + "; ".join(self.explained_by))
+        elif self.explainable:
+            parts.append(UNEXPLAINED)
         if self.knob:
             parts.append(f"align with: {self.knob}")
         return " - ".join(parts)

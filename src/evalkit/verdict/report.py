@@ -108,8 +108,10 @@ def _semantic_findings(runs: list[RunRecord]) -> list[Block]:
     return out
 
 
-MEASURING_PROBES = {"performance": "Performance probe: per-step cost, start-up, training memory",
-                    "consistency": "Consistency probe: step by step, paired seeds, one switch at a time"}
+MEASURING_PROBES = {"functional": "Functional probe: one item per capability, with its evidence",
+                    "performance": "Performance probe: per-step cost, start-up, training memory",
+                    "consistency": "Consistency probe: step by step, paired seeds, one switch at a time",
+                    "stability": "Stability probe: kill and resume, damaged checkpoints, errors, long run"}
 
 
 def _probe_sections(dim: str, title: str, runs: list[RunRecord]) -> list[Block]:

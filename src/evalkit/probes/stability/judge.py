@@ -114,7 +114,9 @@ def judge(evidence: list[JobEvidence], leak_limit: float = 1024.0, log_limit: fl
     figures.update(items_passed=float(len(judged) - len(failed)), items_total=float(len(judged)),
                    resumes_bit_for_bit=float(sum(1 for i in items if i.outcome.startswith(BIT_FOR_BIT))))
     findings = [Finding(f"stability.{i.name}", i.title, i.jobs[-1].name if len(i.jobs) < 2 else i.jobs[1].name,
-                        i.first_step, size=i.outcome, explained_by=list(i.causes)) for i in failed]
+                        i.first_step, size=i.outcome, evidence={"causes": list(i.causes),
+                                                                "runs": {j.name: j.run_id for j in i.jobs}},
+                        explainable=False) for i in failed]
     headline = f"{len(judged) - len(failed)}/{len(judged)} items"
     if failed:
         headline += ": " + ", ".join(i.name.replace("_", " ") for i in failed[:3]) + (" …" if len(failed) > 3 else "")

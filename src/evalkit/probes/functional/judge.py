@@ -1,0 +1,117 @@
+"""The functional probe's judge: a pure function from the probe's job records to its result.
+
+One item per capability (checks.py), each pass, fail or not claimed with its reason and evidence (job, run,
+file). A failed item is a finding; the probe passes when no item failed. The checkpoint size on disk is a figure:
+the wrapper's last checkpoint against the baseline's at the same settings.
+"""
+from __future__ import annotations
+
+from evalkit.probes.evidence import JobEvidence
+from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.probes.functional.checks import check_all
+from evalkit.probes.functional.items import ABILITIES, FAIL, NOT_CLAIMED, PASS, Item, log_bytes
+from evalkit.probes.functional.listing import by_step, last_checkpoint_bytes, listing, step_bytes
+from evalkit.probes.functional.plan import BASELINE, PLAIN, RESUME_AT, RESUME_SOURCE, first_phase
+
+DIMENSION = "functional"
+KNOWN_JOBS = (*first_phase(), "resume")
+
+
+def judge(jobs: list[JobEvidence]) -> ProbeResult:
+    by_name = {job.name: job for job in jobs if job.name in KNOWN_JOBS}
+    items = check_all(by_name)
+    findings = [finding(item) for item in items if item.status == FAIL]
+    figures = _figures(items, by_name)
+    ignored = [job.name for job in jobs if job.name not in KNOWN_JOBS]
+    return ProbeResult(
+        dimension=DIMENSION, passed=not findings, findings=findings, figures=figures,
+        headline=_headline(items, figures), notes=_notes(by_name) + (
+            [f"jobs not of this probe, left out: {', '.join(ignored)}"] if ignored else []),
+        sections=[items_section(items), checkpoints_section(by_name.get(PLAIN), by_name.get(BASELINE))])
+
+
+def finding(item: Item) -> Finding:
+    ability = ABILITIES[item.name]
+    title = (f"reaches '{ability}' only through an undocumented workaround" if item.workaround
+             else f"does not {ability}")
+    return Finding(f"{DIMENSION}.{item.name}", title, item.job, item.first_step, expected=item.expected,
+                   observed=item.observed, size=item.reason, declared=item.workaround,
+                   evidence={"run_id": item.run_id, "file": item.source}, explainable=False)
+
+
+def _figures(items: list[Item], jobs: dict[str, JobEvidence]) -> dict[str, float]:
+    passed, failed = (sum(i.status == s for i in items) for s in (PASS, FAIL))
+    out = {"items_passed": passed, "items_failed": failed, "items_total": passed + failed,
+           "items_not_claimed": sum(i.status == NOT_CLAIMED for i in items), "findings": failed}
+    plain, baseline = jobs.get(PLAIN), jobs.get(BASELINE)
+    ours, theirs = last_checkpoint_bytes(plain), last_checkpoint_bytes(baseline)
+    steps = by_step(listing(plain) or [])
+    values = {"checkpoint_bytes": ours, "baseline_checkpoint_bytes": theirs,
+              "checkpoint_ratio": ours / theirs if ours is not None and theirs else None,
+              "checkpoints_written": len(steps) if listing(plain) is not None else None,
+              "log_bytes": log_bytes(plain) if plain is not None else None}
+    out.update({k: v for k, v in values.items() if v is not None})
+    return {k: float(v) for k, v in out.items()}
+
+
+def _headline(items: list[Item], figures: dict[str, float]) -> str:
+    text = f"{int(figures['items_passed'])}/{int(figures['items_total'])} items"
+    unclaimed = [i.name.split(".")[-1] for i in items if i.status == NOT_CLAIMED]
+    if unclaimed:
+        text += f", {', '.join(unclaimed)} not claimed"
+    if "checkpoint_ratio" in figures:
+        text += f"; checkpoint {figures['checkpoint_ratio']:.2f}x the baseline's"
+    return text
+
+
+def _notes(jobs: dict[str, JobEvidence]) -> list[str]:
+    notes = [
+        "logs: evalkit records each step's loss and LR from the outside (hooks on the loss and the optimizer) and "
+        "ships them with the run summary to the store; the item checks they reached the store for every step. The "
+        "wrapper's own output (its console in the worker logs, files it writes in the run dir) is the log_bytes "
+        "figure, not a requirement: aligned adapters switch the wrappers' own loggers off",
+        f"resumes: the wrapper resumed from a copy of plain's checkpoints written after a step up to {RESUME_AT} "
+        f"(<probe run dir>/{RESUME_SOURCE}/, with plain's job.json: evalkit compares the settings); it must train "
+        "the remaining steps and only those. Equal losses to the uninterrupted run are reported, not required",
+        "a job the adapter refused as an UnsupportedCombination is a capability it does not claim: not claimed, "
+        "not failed (evalkit_process_group only where world size 2 is refused too)",
+        "workarounds: an item the adapter declares under `workarounds` in its effective config fails, naming it",
+    ]
+    unfinished: dict[str, list[str]] = {}
+    for job in jobs.values():
+        if job.status != "FINISHED":
+            reason = " ".join(job.failure_reason.split())[:200] or job.status
+            unfinished.setdefault(reason, []).append(job.name)
+    notes += [f"job(s) {', '.join(names)} did not finish: {reason}" for reason, names in unfinished.items()]
+    return notes
+
+
+# ------------------------------------------------------------------ the report's tables
+def items_section(items: list[Item]) -> str:
+    lines = ["### Items", "", "| item | result | why | job | run | evidence |", "|---|---|---|---|---|---|"]
+    for i in items:
+        lines.append(f"| {i.name} | {i.status} | {_cell(i.reason)} | {i.job} | {i.run_id[:12]} | {_cell(i.source)} |")
+    return "\n".join(lines)
+
+
+def checkpoints_section(plain: JobEvidence | None, baseline: JobEvidence | None) -> str:
+    ours, theirs = by_step(listing(plain) or []), by_step(listing(baseline) or [])
+    lines = ["### Checkpoints on disk (wrapper: plain; reference: baseline, same settings)", "",
+             "| after step | wrapper's entries | wrapper bytes | baseline bytes | ratio |", "|---|---|---|---|---|"]
+    for step in sorted(set(ours) | set(theirs)):
+        w = step_bytes(ours[step]) if step in ours else None
+        b = step_bytes(theirs[step]) if step in theirs else None
+        entries = ", ".join(e["name"] for e in ours.get(step, [])) or "-"
+        ratio = f"{w / b:.2f}x" if w is not None and b else "-"
+        lines.append(f"| {step} | {_cell(entries)} | {_num(w)} | {_num(b)} | {ratio} |")
+    if not ours and not theirs:
+        lines.append("| - | no checkpoint listing | - | - | - |")
+    return "\n".join(lines)
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
