@@ -215,7 +215,8 @@ class AccelerateAdapter(WrapperAdapter):
         loss_fn = job.task.loss_fn
         sampler = GlobalOrderSampler(job.train_sampler())
         train_dl = DataLoader(job.task.train_set, batch_size=job.batch_size, sampler=sampler, drop_last=True,
-                              num_workers=job.num_workers, pin_memory=job.pin_memory)
+                              num_workers=job.num_workers, pin_memory=job.pin_memory,
+                              generator=job.loader_generator())
         net, opt, sched, train_dl = accelerator.prepare(model, optimizer, scheduler, train_dl)
 
         step, epoch, batch_in_epoch = self._load(job, accelerator) if job.resume_from else (0, 0, 0)

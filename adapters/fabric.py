@@ -170,7 +170,8 @@ class FabricAdapter(WrapperAdapter):
         batches_per_epoch = sampler.batches_per_epoch
         loader = fabric.setup_dataloaders(
             DataLoader(job.task.train_set, batch_size=job.batch_size, sampler=sampler, drop_last=True,
-                       num_workers=job.num_workers, pin_memory=job.pin_memory), use_distributed_sampler=False)
+                       num_workers=job.num_workers, pin_memory=job.pin_memory, generator=job.loader_generator()),
+            use_distributed_sampler=False)
         model.train()
         while step < job.max_steps:
             batches = iter(loader)   # Fabric calls sampler.set_epoch(passes so far) here

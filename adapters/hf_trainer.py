@@ -158,7 +158,8 @@ def _trainer_class():
             loader = DataLoader(self.train_dataset, batch_size=self._train_batch_size, sampler=self.evalkit_sampler,
                                 drop_last=True, collate_fn=self.data_collator,
                                 num_workers=self.args.dataloader_num_workers,
-                                pin_memory=self.args.dataloader_pin_memory)
+                                pin_memory=self.args.dataloader_pin_memory,
+                                generator=self.evalkit_job.loader_generator())
             return self.accelerator.prepare(loader)
 
         def get_eval_dataloader(self, eval_dataset=None) -> DataLoader:

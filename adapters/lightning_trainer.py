@@ -121,7 +121,8 @@ def _classes():
 
         def __init__(self, job: TrainJob):
             super().__init__(job.task.train_set, batch_size=job.batch_size, sampler=job.train_sampler(),
-                             drop_last=True, num_workers=job.num_workers, pin_memory=job.pin_memory)
+                             drop_last=True, num_workers=job.num_workers, pin_memory=job.pin_memory,
+                             generator=job.loader_generator())
             self.position = {"epoch": 0, "batch_in_epoch": 0}
 
         def __len__(self) -> int:

@@ -55,3 +55,8 @@ def test_each_preset_plans_every_probe_with_its_own_settings():
     assert plan_for(QUICK, "no-such-probe").modes == ("aligned", "defaults")
     assert "probe.switches=[bf16_mixed,fp16_mixed,ws2]" in plan_for(THOROUGH, "consistency").settings
     assert len(THOROUGH.tasks) == 3 and THOROUGH.seeds > QUICK.seeds
+    # stability: quick at world size 1 in aligned mode, no long run; thorough adds the long run, both modes
+    assert probe_overrides("stability", plan_for(QUICK, "stability"), ["fabric"], []) == [
+        "probe=stability", "trainer=fabric", "trainer.mode=aligned", "probe.world_sizes=[1]"]
+    assert "probe.long_steps=3000" in plan_for(THOROUGH, "stability").settings
+    assert plan_for(THOROUGH, "stability").modes == plan_for(THOROUGH, "functional").modes == ("aligned", "defaults")

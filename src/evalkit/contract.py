@@ -75,21 +75,25 @@ class TrainJob:
         return OrderedSampler(len(self.task.train_set), self.batch_size, self.seed, self.rank,
                               self.world_size, epoch=epoch, start_batch=start_batch)
 
+    def loader_generator(self, epoch: int = 0) -> torch.Generator:
+        """A generator of the loader's own for the seed a DataLoader draws when an iterator starts: drawn from
+        torch's global RNG instead, that seed would shift the RNG dropout uses, and a resumed run (whose iterator
+        starts after the RNG was restored) would not continue bit for bit. Aligned adapters that build their own
+        DataLoader pass it too."""
+        return torch.Generator().manual_seed(self.seed + epoch)
+
     def train_loader(self, epoch: int = 0, start_batch: int = 0) -> DataLoader:
-        """This rank's micro-batches in evalkit's order (see `evalkit.data`). The loader draws its workers' base
-        seed from a generator of its own, not from torch's global RNG: creating an iterator (at each epoch, and
-        once more on resume) then leaves the RNG that dropout draws from as it was, so a resumed run can
-        continue bit for bit."""
+        """This rank's micro-batches in evalkit's order (see `evalkit.data`), seeded by `loader_generator`."""
         return DataLoader(self.task.train_set, batch_size=self.batch_size,
                           sampler=self.train_sampler(epoch, start_batch), drop_last=True,
                           num_workers=self.num_workers, pin_memory=self.pin_memory,
-                          generator=torch.Generator().manual_seed(self.seed + epoch))
+                          generator=self.loader_generator(epoch))
 
     def val_loader(self) -> DataLoader:
         return DataLoader(self.task.val_set, batch_size=self.batch_size,
                           sampler=ValSampler(len(self.task.val_set), self.rank, self.world_size),
                           num_workers=self.num_workers, pin_memory=self.pin_memory,
-                          generator=torch.Generator().manual_seed(self.seed))   # global RNG untouched
+                          generator=self.loader_generator())
 
     def should_validate(self, step: int) -> bool:
         return step == self.max_steps or (self.val_every > 0 and step % self.val_every == 0)

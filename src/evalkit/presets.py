@@ -1,6 +1,7 @@
-"""What `evalkit-eval` runs: the quick preset (smoke scale, every probe, about 12 minutes on a 2-core machine) and
-`--thorough` (every bundled task, more seeds, consistency under one switch at a time, the performance probe at
-three model widths in both modes).
+"""What `evalkit-eval` runs: the quick preset (smoke scale, every probe, the functional and stability probes in
+aligned mode at world size 1) and `--thorough` (every bundled task, more seeds, consistency under one switch at a
+time, the performance probe at three model widths, functional and stability in both modes with world size 2 and
+the long run).
 
 A preset is the training sweep (seeds x trainers x tasks, smoke-scale settings) and one probe multirun per probe,
 each with the probe's own settings and the modes it runs in; every part joins the same sweep id.
@@ -38,6 +39,10 @@ QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
     # what is computed, not the wrapper's own cost).
     "performance": ProbePlan(["probe.repeats=3", "probe.widths=[512]", "probe.steps=40"], ("aligned",),
                              jobs_per_run=6),
+    # Aligned mode: what works, and what survives a kill, at the settings that match the baseline's; world size 2
+    # and the long run are the thorough preset's.
+    "functional": ProbePlan([], ("aligned",), jobs_per_run=7),
+    "stability": ProbePlan(["probe.world_sizes=[1]"], ("aligned",), jobs_per_run=13),
 })
 
 THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classification", "tiny_lm"), probes={
@@ -45,6 +50,9 @@ THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classificat
     "consistency": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40),
     "performance": ProbePlan(["probe.repeats=8", "probe.widths=[128,512,1024]", "probe.steps=60"],
                              jobs_per_run=48),
+    "functional": ProbePlan([], jobs_per_run=7),
+    # The long run: 3,000 steps, memory and log growth sampled 100 times.
+    "stability": ProbePlan(["probe.long_steps=3000"], jobs_per_run=18),
 })
 
 PRESETS = {p.name: p for p in (QUICK, THOROUGH)}
