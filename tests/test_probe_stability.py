@@ -36,7 +36,7 @@ RUNS = {
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """name -> (probe run, its stability.json), the three probe runs side by side."""
+    """name -> (probe run, its stability.json, its store's uri), the three probe runs side by side."""
     from mlflow.tracking import MlflowClient
 
     dirs = {name: tmp_path_factory.mktemp(name) for name in RUNS}
@@ -52,7 +52,7 @@ def results(tmp_path_factory):
         exp = client.get_experiment_by_name("evalkit").experiment_id
         (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
         with open(client.download_artifacts(run.info.run_id, "probe/stability.json")) as fh:
-            out[name] = run, json.load(fh)
+            out[name] = run, json.load(fh), store_uri(dirs[name])
     return out
 
 
@@ -61,7 +61,7 @@ def finding(result: dict, item: str) -> dict:
 
 
 def test_the_baseline_passes_every_item_its_resumes_bit_for_bit(results):
-    run, result = results["baseline"]
+    run, result, _ = results["baseline"]
     assert run.info.status == "FINISHED" and run.data.tags[names.PROBE] == "stability"
     assert run.data.metrics[names.probe_pass("stability")] == 1.0
     assert result["passed"] and result["findings"] == []
@@ -75,8 +75,8 @@ def test_the_baseline_passes_every_item_its_resumes_bit_for_bit(results):
 
 
 def test_each_lost_state_on_resume_is_caught_and_named(results):
-    _, a = results["planted_a"]
-    _, b = results["planted_b"]
+    _, a, _ = results["planted_a"]
+    _, b, _ = results["planted_b"]
     assert not a["passed"] and not b["passed"]
     rng = finding(a, "kill_between")
     assert rng["first_step"] == 7 and "RNG state lost" in rng["size"]
@@ -93,8 +93,8 @@ def test_each_lost_state_on_resume_is_caught_and_named(results):
 
 
 def test_a_truncated_in_place_checkpoint_a_fresh_start_a_swallowed_oom_and_a_leak_are_caught(results):
-    _, a = results["planted_a"]
-    _, b = results["planted_b"]
+    _, a, _ = results["planted_a"]
+    _, b, _ = results["planted_b"]
     in_place = finding(b, "kill_during_write")
     assert "the resume failed" in in_place["size"] and "step_00000012.pt" in in_place["size"]
     fresh = finding(a, "corrupt_truncated")
@@ -105,3 +105,16 @@ def test_a_truncated_in_place_checkpoint_a_fresh_start_a_swallowed_oom_and_a_lea
     assert leak["size"].startswith("memory leak: rss grows")
     assert a["figures"]["leak_low"] > 200 * 1000                   # 300 KiB a step: about 300,000 KiB per 1,000
     assert results["baseline"][1]["figures"]["leak_high"] < a["figures"]["leak_low"]
+
+
+def test_the_verdicts_stability_column_shows_the_failed_items(results):
+    from evalkit.analysis import store
+    from evalkit.verdict import VerdictOptions, build_verdict
+
+    run, _, uri = results["planted_b"]
+    _, _, records = store.read_runs(uri, "evalkit")
+    (row,) = build_verdict(records, VerdictOptions()).rows
+    stability = row.dimensions["stability"]
+    assert row.key.trainer == "unstable" and stability.status == "fail"
+    assert stability.figure == run.data.tags[names.probe_headline("stability")]
+    assert stability.figure.startswith("0/3 items: kill between, kill after checkpoint, kill during write")

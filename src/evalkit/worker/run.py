@@ -141,7 +141,8 @@ def run(job_dir: str) -> int:
                             resuming=bool(spec.get("resume_from")), import_rss=import_rss,
                             profile=cfg.observe.profile, ckpt_dir=spec["ckpt_dir"] if rank == 0 else None,
                             memory_every=cfg.observe.memory_every, job_dir=job_dir).attach()
-        faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush)
+        faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush,
+                               spec["ckpt_dir"])
         loads = LoadWatch() if spec.get("resume_from") else None
         if cfg.distributed.init_by == "evalkit":
             init_process_group(device)
