@@ -47,6 +47,7 @@ def full_size() -> int:
     return len(buffer.getvalue())
 
 
+@pytest.mark.e2e                       # a child process per case
 @pytest.mark.parametrize("how", ["path", "memory", "staged"])
 def test_a_kill_inside_a_checkpoint_write_leaves_half_the_bytes(tmp_path, how):
     ckpt = tmp_path / "checkpoints"
@@ -81,3 +82,23 @@ def test_oom_and_loss_errors_are_raised_at_their_step_through_hooks_then_removed
     injector.remove()
     loss_fn(model(x), y)                                 # removed: nothing raised
     assert torch.save.__module__ == "torch.serialization"
+
+
+def test_the_load_watch_names_every_checkpoint_loaded_with_weights_only_false(tmp_path):
+    import fsspec
+
+    from evalkit.worker.load_watch import LoadWatch
+
+    path = tmp_path / "step=12.ckpt"
+    torch.save({"w": torch.ones(2)}, path)
+    watch = LoadWatch()
+    try:
+        with fsspec.open(str(path), "rb") as fh:      # Lightning's way: a file object, weights_only=False
+            torch.load(fh, weights_only=False)
+        torch.load(path, weights_only=True)
+    finally:
+        watch.remove()
+    assert watch.summary() == {"checkpoint_loads": [{"file": "step=12.ckpt", "weights_only": False},
+                                                    {"file": "step=12.ckpt", "weights_only": True}],
+                               "unsafe_loads": ["step=12.ckpt"]}
+    assert torch.load.__module__ == "torch.serialization"

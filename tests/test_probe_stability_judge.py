@@ -110,3 +110,11 @@ def test_slope_units_and_interval():
     s = slope([0, 1000, 2000, 3000, 4000], [0, 1024, 2048, 3072, 4096])
     assert s.per_1k == pytest.approx(1.0) and s.low == pytest.approx(1.0) and s.high == pytest.approx(1.0)
     assert slope([1, 2], [1, 2]) is None
+
+
+def test_an_interrupted_run_that_left_the_reference_before_the_kill_is_not_blamed_on_the_resume():
+    killed = run("kill", range(1, 10), status="FAILED", params=lambda s: np.full(3, float(s) + (0.1 if s >= 4 else 0)))
+    out = compare(REFERENCE, run("resume", range(7, STEPS + 1), start_params=6), 6, STEPS, killed)
+    assert not out.ok and out.diverged_at == 4 and out.causes[-1].startswith("not reproducible")
+    same = run("kill", range(1, 10), status="FAILED")
+    assert compare(REFERENCE, run("resume", range(7, STEPS + 1), start_params=6), 6, STEPS, same).ok

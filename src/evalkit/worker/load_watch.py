@@ -19,7 +19,8 @@ class LoadWatch:
 
     def _load(self, f, *args, **kwargs):
         weights_only = kwargs.get("weights_only", args[2] if len(args) > 2 else None)
-        name = os.path.basename(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else type(f).__name__
+        path = f if isinstance(f, (str, os.PathLike)) else getattr(f, "path", None) or getattr(f, "name", None)
+        name = os.path.basename(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else type(f).__name__
         self.calls.append({"file": name, "weights_only": weights_only})
         return self._original(f, *args, **kwargs)
 

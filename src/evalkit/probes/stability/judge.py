@@ -63,7 +63,7 @@ def resume_item(name: str, jobs: dict[str, JobEvidence]) -> Item | None:
     if resume not in jobs:
         return Item(name, title, FAIL, "the resume did not run", [killed])
     reference = jobs[P.REFERENCE_OF[resume]]
-    outcome = compare(reference, jobs[resume], expected_resume_point(killed), int(P.STEPS))
+    outcome = compare(reference, jobs[resume], expected_resume_point(killed), int(P.STEPS), killed)
     return Item(name, title, PASS if outcome.ok else FAIL, outcome.text(), [killed, jobs[resume], reference],
                 outcome.diverged_at, tuple(outcome.causes))
 

@@ -61,7 +61,10 @@ def _params_close(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.all(np.abs(a - b) <= RTOL * np.maximum(np.abs(b), 1e-3)))
 
 
-def compare(reference: JobEvidence, resumed: JobEvidence, expected_at: int, max_steps: int) -> ResumeOutcome:
+def compare(reference: JobEvidence, resumed: JobEvidence, expected_at: int, max_steps: int,
+            killed: JobEvidence | None = None) -> ResumeOutcome:
+    """`killed`: the interrupted job, whose parameters up to the kill tell what its checkpoint was written from (and
+    whether it had already left the uninterrupted run's trajectory before any resume)."""
     out = ResumeOutcome(DIVERGED, expected_at)
     if resumed.status != "FINISHED":
         out.verdict = FAILED
@@ -75,7 +78,9 @@ def compare(reference: JobEvidence, resumed: JobEvidence, expected_at: int, max_
     numbers = [int(s["step"]) for s in steps]
     out.resumed_at = numbers[0] - 1
     _resume_point(out, numbers, max_steps)
-    _first_difference(out, reference, resumed, numbers)
+    if killed is not None and _not_reproducible(out, reference, killed):
+        return out
+    _first_difference(out, reference, resumed, numbers, killed)
     if out.diverged_at is None:
         exact = all(r.get("loss") == s.get("loss") for r, s in _pairs(reference, resumed, numbers))
         last = numbers[-1]
@@ -112,14 +117,29 @@ def _pairs(reference: JobEvidence, resumed: JobEvidence, numbers: list[int]):
     return [(by_step.get(n, {}), s) for n, s in zip(numbers, resumed.steps)]
 
 
-def _first_difference(out: ResumeOutcome, reference: JobEvidence, resumed: JobEvidence, numbers: list[int]) -> None:
+def _not_reproducible(out: ResumeOutcome, reference: JobEvidence, killed: JobEvidence) -> bool:
+    """Whether the interrupted job had left the uninterrupted run's parameters before the kill (then a difference
+    after the resume says nothing about the resume)."""
+    for step in sorted(s for s in killed.params if s in reference.params):
+        if not _params_close(killed.params[step], reference.params[step]):
+            out.diverged_at = step
+            out.causes.append(f"not reproducible: the interrupted run's parameters already differ from the "
+                              f"uninterrupted run's after step {step}, before any kill or resume")
+            return True
+    return False
+
+
+def _first_difference(out: ResumeOutcome, reference: JobEvidence, resumed: JobEvidence, numbers: list[int],
+                      killed: JobEvidence | None = None) -> None:
     ref_ids, res_ids = step_ids(reference), step_ids(resumed)
     owner = {tuple(v): k for k, v in ref_ids.items()}
     start = out.resumed_at
-    if start in reference.params and start in resumed.params and \
-            not _params_close(resumed.params[start], reference.params[start]):
+    written = killed.params.get(start) if killed is not None else None
+    expected = written if written is not None else reference.params.get(start)
+    if expected is not None and start in resumed.params and not _params_close(resumed.params[start], expected):
         out.diverged_at = start + 1
-        out.causes.append(f"model state lost: the weights it resumed with are not those after step {start}")
+        out.causes.append(f"model state lost: the weights it resumed with are not those after step {start}, which "
+                          "its checkpoint was written from")
         return
     for (ref, res), n in zip(_pairs(reference, resumed, numbers), numbers):
         if not ref:
