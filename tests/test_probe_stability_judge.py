@@ -116,5 +116,10 @@ def test_an_interrupted_run_that_left_the_reference_before_the_kill_is_not_blame
     killed = run("kill", range(1, 10), status="FAILED", params=lambda s: np.full(3, float(s) + (0.1 if s >= 4 else 0)))
     out = compare(REFERENCE, run("resume", range(7, STEPS + 1), start_params=6), 6, STEPS, killed)
     assert not out.ok and out.diverged_at == 4 and out.causes[-1].startswith("not reproducible")
+    killed = run("kill-between", range(1, 10), status="FAILED", reason="worker killed by SIGKILL",
+                 params=lambda s: np.full(3, float(s) + (0.1 if s >= 4 else 0)),
+                 config={"train": {"max_steps": STEPS, "ckpt_every": 6}, "faults": {"kill_after_step": 9}})
+    result = judge([REFERENCE, killed, run("resume-between", range(7, STEPS + 1), start_params=6)])
+    assert result.inconclusive and "kill_between: not exercised" in result.notes[-1]   # not a fail of the wrapper
     same = run("kill", range(1, 10), status="FAILED")
     assert compare(REFERENCE, run("resume", range(7, STEPS + 1), start_params=6), 6, STEPS, same).ok

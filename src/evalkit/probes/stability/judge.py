@@ -8,7 +8,7 @@ from evalkit.probes.findings import Finding, ProbeResult
 from evalkit.probes.stability import plan as P
 from evalkit.probes.stability.items import LOSS_MARKERS, OOM_MARKERS, error_at_step, refused_damaged
 from evalkit.probes.stability.longrun import judge_long_run
-from evalkit.probes.stability.resume import BIT_FOR_BIT, compare
+from evalkit.probes.stability.resume import BIT_FOR_BIT, NOT_REPRODUCIBLE, compare
 
 PASS, FAIL, NOT_EXERCISED = "pass", "fail", "not exercised"
 RESUME_ITEMS = {   # item -> (kill job, resume job, title)
@@ -64,7 +64,8 @@ def resume_item(name: str, jobs: dict[str, JobEvidence]) -> Item | None:
         return Item(name, title, FAIL, "the resume did not run", [killed])
     reference = jobs[P.REFERENCE_OF[resume]]
     outcome = compare(reference, jobs[resume], expected_resume_point(killed), int(P.STEPS), killed)
-    return Item(name, title, PASS if outcome.ok else FAIL, outcome.text(), [killed, jobs[resume], reference],
+    status = NOT_EXERCISED if outcome.verdict == NOT_REPRODUCIBLE else PASS if outcome.ok else FAIL
+    return Item(name, title, status, outcome.text(), [killed, jobs[resume], reference],
                 outcome.diverged_at, tuple(outcome.causes))
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from evalkit.probes.evidence import JobEvidence
 
 BIT_FOR_BIT, WITHIN_TOLERANCE, DIVERGED, FAILED = "bit for bit", "within tolerance", "diverged", "failed"
+NOT_REPRODUCIBLE = "not reproducible"   # the interrupted run left the reference before the kill: nothing to judge
 RTOL = 1e-5          # loss and parameters: relative difference still "within tolerance"
 
 
@@ -122,6 +123,7 @@ def _not_reproducible(out: ResumeOutcome, reference: JobEvidence, killed: JobEvi
     after the resume says nothing about the resume)."""
     for step in sorted(s for s in killed.params if s in reference.params):
         if not _params_close(killed.params[step], reference.params[step]):
+            out.verdict = NOT_REPRODUCIBLE
             out.diverged_at = step
             out.causes.append(f"not reproducible: the interrupted run's parameters already differ from the "
                               f"uninterrupted run's after step {step}, before any kill or resume")
