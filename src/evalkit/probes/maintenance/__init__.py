@@ -1,0 +1,1 @@
+"""The maintenance probe's measurements: dependencies, import cost, release history and deprecation warnings."""

@@ -1,0 +1,199 @@
+"""The maintenance probe's judge: the standard run's deprecation warnings and the measured environment, each
+figure against its documented threshold (`probe.maintenance.*`, stored with the measurements).
+
+- deprecations: distinct deprecation/future warnings raised by the wrapper's own code (its distribution or one of
+  its dependencies, torch and numpy excepted) during the standard run;
+- imports: median seconds and resident MiB of importing it in a fresh process (torch already imported);
+- dependencies: the packages it adds beside what every arm installs (torch with its own dependencies, numpy),
+  their size on disk with its own; a requirement on torch/numpy the installed version does not satisfy, or an
+  upper bound that would block the next minor release of either (a `<4` on torch 2.x blocks nothing);
+- releases: breaking releases over the last year (major; minor for 0.x), and the installed version's age when it
+  is no longer the latest. Unavailable release figures (offline, no cache) are said, never guessed, never failed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from evalkit.probes.evidence import JobEvidence
+from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.probes.maintenance.probe import STANDARD_RUN
+
+MIB = 2**20
+
+
+def judge(jobs: list[JobEvidence], measured: dict[str, Any]) -> ProbeResult:
+    limits = measured.get("limits", {})
+    figures: dict[str, float] = {}
+    findings: list[Finding] = []
+    notes = list(measured.get("notes", []))
+    sections: list[str] = []
+    standard = next((j for j in jobs if j.name == STANDARD_RUN), None)
+    parts: list[str] = []
+
+    own = _own_distributions(measured)
+    if standard is None or standard.status != "FINISHED":
+        why = "not run" if standard is None else f"ended {standard.status}: {standard.failure_reason}"
+        notes.append(f"deprecation warnings not counted: the standard run {why}")
+    else:
+        raised = standard.summary.get("deprecations", [])
+        mine = [w for w in raised if _norm(w.get("distribution")) in own]
+        figures["deprecations"] = float(len(mine))
+        figures["deprecation_occurrences"] = float(sum(int(w.get("count", 0)) for w in mine))
+        parts.append(f"{len(mine)} deprecations")
+        if len(mine) > int(limits.get("max_deprecations", 3)):
+            findings.append(_over("deprecations", f"{len(mine)} distinct deprecation warnings from the wrapper",
+                                  f"limit {limits.get('max_deprecations')} (probe.maintenance.max_deprecations)"))
+        if raised:
+            sections.append(warnings_table(raised, own))
+
+    imports = measured.get("imports")
+    if imports:
+        if imports.get("error"):
+            notes.append(f"import cost not measured: {imports['error']}")
+        else:
+            seconds, mib = float(imports["median_seconds"]), float(imports["median_mib_added"])
+            figures.update({"import_s": seconds, "import_mib": mib})
+            parts.append(f"import {seconds:.1f} s/+{mib:.0f} MiB")
+            if seconds > float(limits.get("max_import_s", 6.0)):
+                findings.append(_over("import_s", f"importing it takes {seconds:.2f} s (median)",
+                                      f"limit {limits.get('max_import_s')} s (probe.maintenance.max_import_s)"))
+            if mib > float(limits.get("max_import_mib", 400.0)):
+                findings.append(_over("import_mib", f"importing it adds {mib:.0f} MiB resident",
+                                      f"limit {limits.get('max_import_mib')} MiB (probe.maintenance.max_import_mib)"))
+
+    deps = measured.get("dependencies")
+    if deps:
+        findings += _dependency_findings(deps, measured.get("core", []), limits, figures, parts, sections)
+
+    releases = measured.get("releases")
+    if releases:
+        findings += _release_findings(releases, limits, figures, parts, notes)
+
+    for cand in measured.get("candidates", []):
+        if not cand.get("installed"):
+            notes.append(candidate_line(cand))
+    dist = measured.get("distribution")
+    title = f"{dist} {measured.get('version', '')}".strip()
+    if sections or parts:
+        sections.insert(0, f"**{title or 'plain torch'}**: " + ("; ".join(parts) or "no figures"))
+    return ProbeResult("maintenance", passed=not findings, findings=findings, figures=figures, notes=notes,
+                       headline=", ".join(parts) if parts else "nothing to measure", sections=sections)
+
+
+def _norm(name: str | None) -> str:
+    return canonicalize_name(name) if name else ""
+
+
+def _own_distributions(measured: dict[str, Any]) -> set[str]:
+    """The wrapper's distribution and its dependencies, torch/numpy and their dependencies excepted."""
+    dist = measured.get("distribution")
+    if not dist:
+        return set()
+    core = {_norm(n) for n in measured.get("core", [])}
+    deps = {_norm(p["name"]) for p in (measured.get("dependencies") or {}).get("packages", [])}
+    return ({_norm(dist)} | deps) - core
+
+
+def _over(code: str, title: str, size: str) -> Finding:
+    return Finding(f"maintenance.{code}", title, STANDARD_RUN if code == "deprecations" else "environment", None,
+                   size=size, explainable=False)
+
+
+def _dependency_findings(deps: dict, core: list[str], limits: dict, figures: dict, parts: list,
+                         sections: list) -> list[Finding]:
+    core_names = {_norm(n) for n in core}
+    added = [p for p in deps.get("packages", []) if _norm(p["name"]) not in core_names]
+    size = (deps.get("root_size_bytes") or 0) + sum(p.get("size_bytes") or 0 for p in added)
+    figures.update({"dependencies": float(len(added)), "dependencies_all": float(deps.get("count", 0)),
+                    "install_mib": size / MIB})
+    parts.append(f"{len(added)} deps ({size / MIB:.0f} MiB)")
+    out = []
+    if len(added) > int(limits.get("max_dependencies", 40)):
+        out.append(_over("dependencies", f"it adds {len(added)} packages beside torch",
+                         f"limit {limits.get('max_dependencies')} (probe.maintenance.max_dependencies)"))
+    if size / MIB > float(limits.get("max_install_mib", 600.0)):
+        out.append(_over("install_mib", f"it installs {size / MIB:.0f} MiB beside torch",
+                         f"limit {limits.get('max_install_mib')} MiB (probe.maintenance.max_install_mib)"))
+    for c in deps.get("constraints", []):
+        line = f"{c['declared_by']} requires {c['package']}{c['specifier']} (installed {c['installed_version']})"
+        if c.get("satisfied") is False:
+            out.append(_over("core_conflict", f"{line}: not satisfied", "a requirement the installed core breaks"))
+        elif blocks_next_minor(c["specifier"], c.get("installed_version")) \
+                and not limits.get("allow_core_upper_bounds", False):
+            out.append(_over("core_upper_bound", f"{line}: blocks the next minor release",
+                             "probe.maintenance.allow_core_upper_bounds=false"))
+    names = ", ".join(f"{p['name']} {p['version']}" for p in added) or "none"
+    sections.append(f"Dependencies it adds beside torch ({len(added)}; {deps.get('count', 0)} in its whole "
+                    f"closure): {names}" + (f"\n\nMissing from this environment: "
+                                            f"{', '.join(m['requirement'] for m in deps.get('missing', []))}"
+                                            if deps.get("missing") else ""))
+    return out
+
+
+def blocks_next_minor(specifier: str, installed: str | None) -> bool:
+    """Whether `specifier` excludes the release after `installed`'s minor (2.13.0 -> 2.14.0)."""
+    if not installed:
+        return False
+    try:
+        version = Version(installed)
+        following = Version(f"{version.major}.{version.minor + 1}.0")
+        return following not in SpecifierSet(specifier)
+    except (InvalidVersion, ValueError):
+        return False
+
+
+def _release_findings(rel: dict, limits: dict, figures: dict, parts: list, notes: list) -> list[Finding]:
+    if rel.get("source") == "unavailable":
+        notes.append(f"release history unavailable ({rel.get('reason')}): its figures are not scored")
+        parts.append("releases: unavailable")
+        return []
+    as_of = (rel.get("as_of") or "")[:10]
+    marked = f" (cached, as of {as_of})" if rel.get("source") == "cache" else ""
+    if marked:
+        notes.append(f"release figures from the cache as of {as_of}" + (f": {rel['reason']}" if rel.get("reason")
+                                                                          else ""))
+    breaking = rel.get("breaking_per_year")
+    out = []
+    if breaking is not None:
+        figures["breaking_per_year"] = float(breaking)
+        figures["releases_per_year"] = float(rel.get("releases") or 0)
+        parts.append(f"{breaking} breaking/yr of {rel.get('releases')} releases{marked}")
+        if breaking > float(limits.get("max_breaking_per_year", 2.0)):
+            out.append(_over("breaking", f"{breaking} breaking releases in the last year ({rel.get('breaking_rule')})",
+                             f"limit {limits.get('max_breaking_per_year')} (probe.maintenance.max_breaking_per_year)"))
+    age = rel.get("days_since_installed_release")
+    if age is not None:
+        figures["installed_age_days"] = float(age)
+        behind = rel.get("releases_since_installed") or 0
+        if behind and age > float(limits.get("max_release_age_days", 365)):
+            out.append(_over("stale", f"the installed {rel.get('installed_version')} is {age:.0f} days old, "
+                             f"{behind} releases behind {rel.get('latest_version')}",
+                             f"limit {limits.get('max_release_age_days')} days "
+                             "(probe.maintenance.max_release_age_days)"))
+    return out
+
+
+def warnings_table(raised: list[dict], own: set[str]) -> str:
+    lines = ["| count | category | raised by | the wrapper's | message |", "|---|---|---|---|---|"]
+    for w in raised[:30]:
+        mine = "yes" if _norm(w.get("distribution")) in own else "no"
+        lines.append(f"| {w.get('count')} | {w.get('category')} | {w.get('module')} ({w.get('distribution')}) | "
+                     f"{mine} | {str(w.get('message', '')).replace('|', '/').replace(chr(10), ' ')[:160]} |")
+    if len(raised) > 30:
+        lines.append(f"| … | | | | {len(raised) - 30} more |")
+    return "\n".join(lines)
+
+
+def candidate_line(cand: dict) -> str:
+    name = cand["name"]
+    if cand.get("source") == "unavailable":
+        return f"candidate {name} (not installed): its requirements are unavailable ({cand.get('reason')})"
+    when = f", as of {(cand.get('as_of') or '')[:10]}" if cand.get("source") == "cache" else ""
+    if cand.get("conflicts"):
+        return (f"candidate {name} {cand.get('latest_version')} (not installed) cannot be installed beside this "
+                f"environment{when}: " + "; ".join(cand["conflicts"]))
+    return f"candidate {name} {cand.get('latest_version')} (not installed): no conflict with torch/numpy{when}"

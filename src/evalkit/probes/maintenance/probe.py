@@ -1,0 +1,51 @@
+"""The maintenance probe as the runner sees it: one standard run (its deprecation warnings recorded), then the
+installed environment measured: import cost, dependencies, release history (offline-safe)."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from evalkit.probes.base import PlannedJob
+from evalkit.probes.evidence import JobEvidence
+from evalkit.probes.findings import ProbeResult
+from evalkit.probes.functional.plan import CALIBER as STANDARD
+from evalkit.probes.functional.plan import ONE_PROCESS
+
+TASK = "mlp_regression"
+STANDARD_RUN = "standard"
+
+
+class MaintenanceProbe:
+    name = "maintenance"
+    dimension = "maintenance"
+    timed = False
+
+    def task(self, cfg: DictConfig) -> str:
+        return TASK
+
+    def caliber(self, cfg: DictConfig) -> str:
+        limits = cfg.probe.maintenance
+        return (f"maintenance|hw={cfg.hardware.name}|standard run: steps={STANDARD['train.max_steps']},"
+                f"val+ckpt every {STANDARD['train.val_every']}|imports x{limits.import_repeats}"
+                f"|index={'offline' if limits.offline else limits.index_url}")
+
+    def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
+        if STANDARD_RUN in done:
+            return [], []
+        return [PlannedJob(STANDARD_RUN, {**STANDARD, **ONE_PROCESS, "observe.deprecations": True})], []
+
+    def measure(self, cfg: DictConfig) -> dict[str, Any]:
+        from evalkit.probes.maintenance.measure import measure_environment
+
+        return measure_environment(cfg.trainer, OmegaConf.to_container(cfg.probe.maintenance, resolve=True),
+                                   cache_dir=os.path.expanduser(cfg.probe.maintenance.cache_dir))
+
+    def judge(self, jobs: list[JobEvidence], measured: dict[str, Any] | None = None) -> ProbeResult:
+        from evalkit.probes.maintenance.judge import judge
+
+        return judge(jobs, measured or {})
+
+
+PROBE = MaintenanceProbe()
