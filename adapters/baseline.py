@@ -51,9 +51,10 @@ class BaselineAdapter(WrapperAdapter):
 
         batches_per_epoch = job.train_sampler().batches_per_epoch
         model.train()
-        while step < job.max_steps:
+        stop = False
+        while step < job.max_steps and not stop:
             batches = iter(job.train_loader(epoch, start_batch=batch_in_epoch))
-            while batch_in_epoch < batches_per_epoch and step < job.max_steps:
+            while batch_in_epoch < batches_per_epoch and step < job.max_steps and not stop:
                 window = min(job.grad_accum, batches_per_epoch - batch_in_epoch)
                 for i in range(window):
                     x, y = (t.to(device, non_blocking=True) for t in next(batches))
@@ -62,7 +63,7 @@ class BaselineAdapter(WrapperAdapter):
                     sync = contextlib.nullcontext() if last or not job.distributed else net.no_sync()
                     with sync:
                         with job.precision.autocast(device):
-                            loss = loss_fn(net(x), y) / window
+                            loss = self.training_loss(net, loss_fn, x, y) / window
                         scaler.scale(loss).backward()
                 batch_in_epoch += window
 
@@ -74,16 +75,28 @@ class BaselineAdapter(WrapperAdapter):
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
                 step += 1
+                stop = self.after_optimizer_step(job, step, model)
 
-                if job.should_validate(step):
+                if job.should_validate(step) or stop:
                     self._validate(job, model)
                 if job.should_checkpoint(step):
                     at_end = batch_in_epoch == batches_per_epoch
                     self._save(job, step, epoch + at_end, 0 if at_end else batch_in_epoch,
                                model, optimizer, scheduler, scaler)
-            epoch, batch_in_epoch = epoch + 1, 0
+            if not stop:
+                epoch, batch_in_epoch = epoch + 1, 0
         if job.distributed:
             dist.barrier()
+
+    # ------------------------------------------------------------------ where a user's own loop changes
+    def training_loss(self, net: torch.nn.Module, loss_fn: torch.nn.Module, x: torch.Tensor,
+                      y: torch.Tensor) -> torch.Tensor:
+        """One micro-batch's loss (the loop divides it by the window's size)."""
+        return loss_fn(net(x), y)
+
+    def after_optimizer_step(self, job: TrainJob, step: int, model: torch.nn.Module) -> bool:
+        """Called once after each optimizer step (and the scheduler's); True ends training after this step."""
+        return False
 
     @torch.no_grad()
     def _validate(self, job: TrainJob, model: torch.nn.Module) -> None:

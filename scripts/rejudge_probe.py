@@ -8,6 +8,7 @@ The probe run's `probe/<dim>_evidence.json` holds its jobs' records as the judge
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -36,7 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = client.download_artifacts(args.run_id, f"{names.PROBE_ARTIFACT_DIR}/{probe.dimension}_evidence.json",
                                          tmp)
-        result = probe.judge(load_fixture(path))
+        jobs = load_fixture(path)
+        if callable(getattr(probe, "measure", None)):   # what it measured besides its jobs, stored beside them
+            measured = client.download_artifacts(
+                args.run_id, f"{names.PROBE_ARTIFACT_DIR}/{probe.dimension}_measured.json", tmp)
+            with open(measured) as fh:
+                result = probe.judge(jobs, json.load(fh))
+        else:
+            result = probe.judge(jobs)
     trainer, mode = run.data.tags.get(names.TRAINER), run.data.tags.get(names.MODE)
     print(result.to_json() if args.json else result.to_markdown(f"{name} probe: {trainer}/{mode} (judged again)"))
     return 0

@@ -50,8 +50,9 @@ def test_probe_settings_are_checked_before_anything_runs(compose):
         "e.g. probe.world_sizes=[1,2]"]
     assert validate(compose("probe=semantics", "probe.clip=[]")) == [
         "probe.clip=[] runs no job: e.g. probe.clip=[false,true]"]
-    assert ("probe.name=semantic is not one of none, semantics, performance, consistency, functional, stability: "
-            "did you mean probe.name=semantics?") in validate(compose("probe=semantics", "probe.name=semantic"))
+    assert ("probe.name=semantic is not one of none, semantics, performance, consistency, functional, stability, "
+            "customization, maintenance: did you mean probe.name=semantics?") in validate(
+        compose("probe=semantics", "probe.name=semantic"))
 
 
 def test_the_clipped_job_waits_for_the_unclipped_one_and_clips_where_the_oracle_says(compose, monkeypatch):

@@ -32,6 +32,10 @@ class TrainerConfig:
     extra: str = ""                  # the pip extra that installs the wrapper ("" for the baseline)
     requires: list[str] = field(default_factory=list)  # modules that must be importable
     options: dict[str, Any] = field(default_factory=dict)  # wrapper-specific knobs
+    distribution: str = ""           # the wrapper's distribution on the package index ("" : none, the baseline)
+    import_modules: list[str] = field(default_factory=list)  # what a user imports to use it (import cost)
+    # probe=customization: the adapter classes adding a custom loss ("loss") and a custom callback ("callback")
+    customizations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,6 +98,7 @@ class ObserveConfig:
     warmup_steps: int = 5            # steps excluded from throughput and memory windows
     profile: str = "full"            # full | timing (only step clocks, sample counts, memory: timed probe jobs)
     memory_every: int = 0            # full profile: sample RSS (and CUDA memory) every this many steps; 0 = off
+    deprecations: bool = False       # record every deprecation/future warning raised, with the module raising it
 
 
 @dataclass
@@ -108,10 +113,39 @@ class FaultsConfig:
 
 
 @dataclass
+class CustomizationLimits:
+    """probe=customization: the customizations' settings, and the cost a customization may have and pass."""
+
+    l1_weight: float = 0.5           # the custom loss's hyper-parameter: task loss + l1_weight * mean |output|
+    stop_at_step: int = 10           # the custom callback ends training after this many optimizer steps
+    max_lines: int = 40              # logical lines one customization may add beside the plain adapter
+    max_private: int = 0             # touches of a wrapper's private state (attributes, internal modules, patches)
+
+
+@dataclass
+class MaintenanceLimits:
+    """probe=maintenance: what is measured, and the documented thresholds it is scored by (a team changes them)."""
+
+    max_deprecations: int = 3        # distinct deprecation/future warnings the wrapper's own code raised in a run
+    max_import_s: float = 6.0        # median seconds to import the wrapper in a fresh process (torch imported first)
+    max_import_mib: float = 400.0    # median resident MiB that importing it adds
+    max_dependencies: int = 40       # transitive dependencies it installs
+    max_install_mib: float = 600.0   # installed size of itself and its dependencies (torch excluded)
+    max_breaking_per_year: float = 2.0   # breaking releases in the last 365 days (major; minor for 0.x)
+    max_release_age_days: int = 365  # the installed version's age when it is not the latest
+    allow_core_upper_bounds: bool = False  # an upper bound on torch or numpy anywhere in its dependencies
+    import_repeats: int = 5          # fresh processes the import cost is the median of
+    index_url: str = "https://pypi.org/pypi"   # the package index's JSON API
+    cache_dir: str = "~/.cache/evalkit/index"  # release history cached here, with its date
+    offline: bool = False            # never ask the index: the cache (marked with its date) or "unavailable"
+    candidates: list[str] = field(default_factory=list)   # wrappers not installed whose requirements to read
+
+
+@dataclass
 class ProbeConfig:
     """`probe=<name>` runs a probe (its jobs are child runs of one probe run) instead of one plain job."""
 
-    name: str = "none"               # none | semantics | performance | consistency
+    name: str = "none"               # none | semantics | performance | consistency | functional | stability | ...
     world_sizes: list[int] = field(default_factory=lambda: [1, 2])   # the world sizes the probe's jobs run at
     clip: list[bool] = field(default_factory=lambda: [False, True])  # semantics: jobs without / with clipping
     repeats: int = 5                 # performance: jobs per arm and model width, baseline and wrapper alternating
@@ -123,6 +157,8 @@ class ProbeConfig:
     only: list[str] = field(default_factory=list)    # stability: only these items (kill_between, ...); [] = all
     leak_kb_per_1k_steps: float = 1024.0  # stability: memory growth tolerated (KiB per 1,000 steps)
     log_kb_per_1k_steps: float = 100.0    # stability: log growth tolerated (KiB per 1,000 steps)
+    customization: CustomizationLimits = field(default_factory=CustomizationLimits)
+    maintenance: MaintenanceLimits = field(default_factory=MaintenanceLimits)
 
 
 @dataclass
@@ -223,6 +259,12 @@ RANGES: dict[str, Range] = {
     "probe.repeats": AT_LEAST_1, "probe.widths": Range(1, items=True), "probe.steps": AT_LEAST_1,
     "probe.seeds": AT_LEAST_1, "probe.long_steps": AT_LEAST_0, "probe.leak_kb_per_1k_steps": AT_LEAST_0,
     "probe.log_kb_per_1k_steps": AT_LEAST_0,
+    "probe.customization.l1_weight": POSITIVE, "probe.customization.stop_at_step": AT_LEAST_1,
+    "probe.customization.max_lines": AT_LEAST_1, "probe.customization.max_private": AT_LEAST_0,
+    **{f"probe.maintenance.{k}": AT_LEAST_0 for k in ("max_deprecations", "max_import_s", "max_import_mib",
+                                                     "max_dependencies", "max_install_mib", "max_breaking_per_year",
+                                                     "max_release_age_days")},
+    "probe.maintenance.import_repeats": AT_LEAST_1,
     "seed": Range(0, SEED_LIMIT, high_open=True), "repeat": Range(0, 2**63, high_open=True),
 }
 

@@ -37,6 +37,10 @@ class Precision:
         return torch.autocast(device.type, dtype=self.autocast_dtype)
 
 
+def no_value_sink(name: str, value: float) -> None:
+    """Where `TrainJob.log_value` goes outside a worker (a TrainJob built by hand): nowhere."""
+
+
 @dataclass
 class TrainJob:
     """Everything an adapter needs to train. Max steps, validation and checkpoint cadences count
@@ -61,6 +65,9 @@ class TrainJob:
     local_rank: int = 0
     mode: str = "aligned"           # aligned | defaults
     num_workers: int = 0
+    # A value the adapter's own code reports (a custom callback's, say): recorded with the number of optimizer
+    # steps evalkit had observed at the call, as `records/values_rank0.csv` and a metric of that name.
+    log_value: Callable[[str, float], None] = no_value_sink
 
     @property
     def distributed(self) -> bool:

@@ -98,6 +98,8 @@ STEPS_CSV_NAME, VAL_CSV_NAME, MICRO_CSV_NAME = "steps_rank0.csv", "val_rank0.csv
 PARAMS_CSV_NAME = "params_rank0.csv"
 MEMORY_CSV_NAME = "memory_rank0.csv"   # observe.memory_every: RSS (CUDA memory) and log bytes through the run
 MEMORY_COLUMNS = ["step", "rss", "log_bytes", "cuda_allocated", "nvml_used"]
+VALUES_CSV_NAME = "values_rank0.csv"   # values an adapter reported through `TrainJob.log_value` (e.g. a callback's)
+VALUES_COLUMNS = ["call", "step", "name", "value"]
 STEPS_CSV = f"{RECORDS_DIR}/{STEPS_CSV_NAME}"
 
 

@@ -1,7 +1,8 @@
-"""What `evalkit-eval` runs: the quick preset (smoke scale, every probe, the functional and stability probes in
-aligned mode at world size 1) and `--thorough` (every bundled task, more seeds, consistency under one switch at a
-time, the performance probe at three model widths, functional and stability in both modes with world size 2 and
-the long run).
+"""What `evalkit-eval` runs: the quick preset (smoke scale, every probe; the functional, stability, customization
+and maintenance probes in aligned mode, stability at world size 1) and `--thorough` (every bundled task, more
+seeds, consistency under one switch at a time, the performance probe at three model widths, functional, stability
+and customization in both modes, world size 2 and the long run).
+
 
 A preset is the training sweep (seeds x trainers x tasks, smoke-scale settings) and one probe multirun per probe,
 each with the probe's own settings and the modes it runs in; every part joins the same sweep id.
@@ -43,6 +44,10 @@ QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
     # and the long run are the thorough preset's.
     "functional": ProbePlan([], ("aligned",), jobs_per_run=7),
     "stability": ProbePlan(["probe.world_sizes=[1]"], ("aligned",), jobs_per_run=13),
+    # Two customized runs each; the environment's figures (imports timed in 3 fresh processes) once per wrapper:
+    # they do not depend on the mode.
+    "customization": ProbePlan([], ("aligned",), jobs_per_run=2),
+    "maintenance": ProbePlan(["probe.maintenance.import_repeats=3"], ("aligned",), jobs_per_run=3),
 })
 
 THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classification", "tiny_lm"), probes={
@@ -53,6 +58,8 @@ THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classificat
     "functional": ProbePlan([], jobs_per_run=7),
     # The long run: 3,000 steps, memory and log growth sampled 100 times.
     "stability": ProbePlan(["probe.long_steps=3000"], jobs_per_run=18),
+    "customization": ProbePlan([], jobs_per_run=2),
+    "maintenance": ProbePlan([], ("aligned",), jobs_per_run=4),
 })
 
 PRESETS = {p.name: p for p in (QUICK, THOROUGH)}

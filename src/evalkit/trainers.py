@@ -35,9 +35,11 @@ def bundled_trainers() -> dict[str, DictConfig]:
 def identity_problem(trainer: DictConfig) -> str | None:
     """Why the job's trainer name would misname what runs, or None. `trainer._target_` overridden under a
     bundled trainer's name (`trainer=baseline` by default) would record a wrapper as that trainer, and the
-    verdict would pool it into that arm."""
+    verdict would pool it into that arm. The trainer's own customizations (probe=customization) run under its name."""
     bundled = bundled_trainers().get(trainer.name)
     if bundled is None or bundled._target_ == trainer._target_:
+        return None
+    if trainer._target_ in dict(bundled.get("customizations") or {}).values():
         return None
     same = [name for name, conf in bundled_trainers().items() if conf._target_ == trainer._target_]
     fix = f"use trainer={same[0]}" if same else "give the adapter its own name with trainer.name=<name>"

@@ -51,6 +51,7 @@ class Shipper:
         self.val: dict[int, dict[int, dict]] = defaultdict(dict)   # step -> rank -> record
         self.params: list[dict] = []
         self.memory: list[dict] = []
+        self.values: list[dict] = []       # TrainJob.log_value calls (rank 0)
         self._val_shipped: set[int] = set()
         self._queue: list[Metric] = []
         self.shipped_through = shipped_through     # steps already in MLflow (re-shipping after an outage)
@@ -99,6 +100,10 @@ class Shipper:
             self._queue.append(metric(names.TRAIN_SKIPPED, self.skipped, record["after_step"], record.get("wall")))
         elif kind == "params":
             self.params.append(record)
+        elif kind == "value":
+            self.values.append(record)
+            if record.get("value") is not None and record["step"] > self.shipped_through:
+                self._queue.append(metric(record["name"], record["value"], record["step"]))
         elif kind == "memory":
             self.memory.append(record)
             if record.get("rss") is not None and record["step"] > self.shipped_through:
@@ -140,6 +145,8 @@ class Shipper:
                                      for p in self.params], ["step", "values"]))
         if self.memory:
             paths.append(_write_csv(os.path.join(out_dir, names.MEMORY_CSV_NAME), self.memory, names.MEMORY_COLUMNS))
+        if self.values:
+            paths.append(_write_csv(os.path.join(out_dir, names.VALUES_CSV_NAME), self.values, names.VALUES_COLUMNS))
         return paths
 
 

@@ -88,6 +88,7 @@ class Observer:
         self.memory_samples = MemorySamples(spool, device, memory_every, job_dir) if memory_every and not timing \
             else None
         self._hooks: Hooks | None = None
+        self._value_calls = 0
         self.first_forward_wall: float | None = None   # time.time() of the first training forward (start-up cost)
         self.first_step_wall: float | None = None      # ... and of the first optimizer step's end
 
@@ -95,6 +96,12 @@ class Observer:
     def step(self) -> int:
         """Optimizer steps completed, counted from the step this process started at."""
         return self.steps.step
+
+    def record_value(self, name: str, value: float) -> None:
+        """`TrainJob.log_value`: one `value` record with the optimizer steps observed so far."""
+        self._value_calls += 1
+        self.spool.add({"kind": "value", "call": self._value_calls, "step": self.steps.step, "name": str(name),
+                        "value": float(value)})
 
     def attach(self) -> "Observer":
         model = self.task.model

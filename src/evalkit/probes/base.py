@@ -34,4 +34,6 @@ class Probe(Protocol):
         notes on what the plan leaves out (e.g. a world size the hardware cannot run)."""
 
     def judge(self, jobs: list[JobEvidence]) -> ProbeResult:
-        """The result, from the jobs' stored records only (a pure function: never trains)."""
+        """The result, from the jobs' stored records only (a pure function: never trains). A probe that also
+        has `measure(cfg) -> dict` (what its jobs cannot record: sources, installed packages) is judged as
+        `judge(jobs, measured)`, with what `measure` returned after the jobs ran."""

@@ -33,6 +33,7 @@ class JobEvidence:
     effective: dict[str, Any] = field(default_factory=dict)          # the adapter's effective config
     summary: dict[str, Any] = field(default_factory=dict)            # rank 0's summary
     memory: list[dict[str, Any]] = field(default_factory=list)       # observe.memory_every samples (rank 0)
+    values: list[dict[str, Any]] = field(default_factory=list)       # TrainJob.log_value calls (rank 0)
 
     @property
     def failure_reason(self) -> str:
@@ -122,6 +123,8 @@ def load_job(client, run_id: str, name: str) -> JobEvidence:
         evidence.params = parse_params(params) if params else {}
         memory = text(names.RECORDS_DIR, names.MEMORY_CSV_NAME)
         evidence.memory = parse_rows(memory) if memory else []
+        values = text(names.RECORDS_DIR, names.VALUES_CSV_NAME)
+        evidence.values = parse_rows(values) if values else []
         effective, summary = text("evalkit", "effective_config.json"), text("evalkit", "summary_rank0.json")
         evidence.effective = json.loads(effective) if effective else {}
         evidence.summary = json.loads(summary) if summary else {}

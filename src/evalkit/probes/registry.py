@@ -11,6 +11,8 @@ PROBES = {   # name -> module holding `PROBE`
     "consistency": "evalkit.probes.consistency.probe",
     "functional": "evalkit.probes.functional.probe",
     "stability": "evalkit.probes.stability.probe",
+    "customization": "evalkit.probes.customization.probe",
+    "maintenance": "evalkit.probes.maintenance.probe",
 }
 
 

@@ -10,6 +10,7 @@ is logged on the probe run: `probe/<dim>/pass`, its figures, the reason tag, `pr
 from __future__ import annotations
 
 import copy
+import json
 import os
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from evalkit.probes.base import PlannedJob, Probe
 from evalkit.probes.evidence import JobEvidence, load_job, save_fixture
 from evalkit.probes.findings import ProbeResult
 from evalkit.probes.registry import load_probe
+from evalkit.strict_json import finite_only
 
 
 def probe_job_config(cfg: DictConfig, probe: Probe, job: PlannedJob) -> DictConfig:
@@ -126,7 +128,17 @@ class ProbeRun:
         result: JobResult = run_job(child, os.path.join(self.run_dir, job.name), role=names.ROLE_PROBE_JOB)
         return load_job(self.client, result.run_id, job.name)
 
-    def record(self, result: ProbeResult, jobs: list[JobEvidence]) -> None:
+    def measure(self) -> dict | None:
+        """A probe that measures more than its jobs (sources, the installed packages) does it now, once; what it
+        returns is stored beside the evidence (`probe/<dim>_measured.json`) and given to its judge."""
+        measure = getattr(self.probe, "measure", None)
+        if not callable(measure):
+            return None
+        print(f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: measuring",
+              file=sys.stderr, flush=True)
+        return measure(self.cfg)
+
+    def record(self, result: ProbeResult, jobs: list[JobEvidence], measured: dict | None = None) -> None:
         dim, client, run_id = result.dimension, self.client, self.run_id
         points = [] if result.inconclusive else [tracking.metric(names.probe_pass(dim), float(result.passed), 0)]
         points += [tracking.metric(f"probe/{dim}/{k}", float(v), 0) for k, v in sorted(result.figures.items())
@@ -147,6 +159,11 @@ class ProbeRun:
             evidence = os.path.join(tmp, f"{dim}_evidence.json")
             save_fixture(jobs, evidence)
             client.log_artifact(run_id, evidence, names.PROBE_ARTIFACT_DIR)
+            if measured is not None:
+                path = os.path.join(tmp, f"{dim}_measured.json")
+                with open(path, "w") as fh:
+                    json.dump(finite_only(measured), fh, indent=1, default=str)
+                client.log_artifact(run_id, path, names.PROBE_ARTIFACT_DIR)
 
 
 def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
@@ -156,9 +173,10 @@ def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
     run_id = runner.start()
     try:
         jobs, notes = runner.run_jobs()
-        result = runner.probe.judge(jobs)
+        measured = runner.measure()
+        result = runner.probe.judge(jobs) if measured is None else runner.probe.judge(jobs, measured)
         result.notes = notes + result.notes
-        runner.record(result, jobs)
+        runner.record(result, jobs, measured)
     except KeyboardInterrupt:
         tracking.set_tags(runner.client, run_id, {names.FAILURE_REASON: "interrupted"})
         runner.client.set_terminated(run_id, "KILLED")

@@ -111,7 +111,11 @@ def _semantic_findings(runs: list[RunRecord]) -> list[Block]:
 MEASURING_PROBES = {"functional": "Functional probe: one item per capability, with its evidence",
                     "performance": "Performance probe: per-step cost, start-up, training memory",
                     "consistency": "Consistency probe: step by step, paired seeds, one switch at a time",
-                    "stability": "Stability probe: kill and resume, damaged checkpoints, errors, long run"}
+                    "stability": "Stability probe: kill and resume, damaged checkpoints, errors, long run",
+                    "customization": "Customization probe: a custom loss and a custom callback, verified, their "
+                                     "cost from the source",
+                    "maintenance": "Maintenance probe: deprecations in a standard run, import cost, dependencies, "
+                                   "release history"}
 
 
 def _probe_sections(dim: str, title: str, runs: list[RunRecord]) -> list[Block]:

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
 from evalkit.contract import Adapter, AdapterUnavailable, NotAnAdapter, Precision, TrainJob, not_an_adapter
+from evalkit.observe.deprecations import DeprecationRecorder
 from evalkit.observe.memory import current_rss
 from evalkit.observe.observer import Observer
 from evalkit.secrets import redact
@@ -91,7 +92,8 @@ def _missing_module(exc: BaseException | None) -> str | None:
     return None
 
 
-def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, Any]) -> TrainJob:
+def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, Any],
+             log_value: Any = None) -> TrainJob:
     train, prec = cfg.train, cfg.precision
     dtype = getattr(torch, prec.autocast_dtype) if prec.autocast_dtype else None
     return TrainJob(
@@ -104,6 +106,7 @@ def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, 
         ckpt_every=train.ckpt_every, ckpt_dir=spec["ckpt_dir"], resume_from=spec.get("resume_from"),
         seed=cfg.seed, rank=int(os.environ.get("RANK", 0)), world_size=int(os.environ.get("WORLD_SIZE", 1)),
         local_rank=int(os.environ.get("LOCAL_RANK", 0)), mode=cfg.trainer.mode, num_workers=train.num_workers,
+        **({"log_value": log_value} if log_value is not None else {}),
     )
 
 
@@ -113,9 +116,21 @@ def run(job_dir: str) -> int:
     cfg = OmegaConf.create(spec["config"])
     rank = int(os.environ.get("RANK", 0))
     spool = SpoolWriter(spec["spool_dir"], rank)
-    observer: Observer | None = None
     startup = StartupMarks()
     startup.mark("torch_imported")
+    deprecations = DeprecationRecorder() if cfg.observe.get("deprecations") else contextlib.nullcontext()
+    try:
+        with deprecations:
+            return _run(cfg, spec, job_dir, rank, spool, startup, deprecations)
+    finally:
+        spool.close()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: SpoolWriter,
+         startup: StartupMarks, deprecations: Any) -> int:
+    observer: Observer | None = None
     try:
         if cfg.hardware.threads:     # fixed by the controller for every arm, before any wrapper is imported
             torch.set_num_threads(cfg.hardware.threads)
@@ -147,7 +162,7 @@ def run(job_dir: str) -> int:
         if cfg.distributed.init_by == "evalkit":
             init_process_group(device)
         try:
-            adapter.fit(make_job(cfg, task, device, spec))
+            adapter.fit(make_job(cfg, task, device, spec, observer.record_value))
         finally:
             faults.remove()
             if loads is not None:
@@ -156,6 +171,8 @@ def run(job_dir: str) -> int:
         startup.mark("first_forward", observer.first_forward_wall)
         startup.mark("first_step", observer.first_step_wall)
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        if isinstance(deprecations, DeprecationRecorder):
+            summary["deprecations"] = [w.as_dict() for w in deprecations.summary()]
         spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **summary,
                                                        **startup.summary(), "cpus": cpus,
                                                        **(loads.summary() if loads is not None else {}),
@@ -172,10 +189,6 @@ def run(job_dir: str) -> int:
             fh.write(f"{error_summary(exc)}\n\n{traceback.format_exc()}")
         traceback.print_exc()
         return 3 if isinstance(exc, AdapterUnavailable) else 1
-    finally:
-        spool.close()
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
 
 
 def init_process_group(device: torch.device) -> None:

@@ -1,0 +1,81 @@
+"""The customization probe as the runner sees it: two jobs, then each customization's source measured."""
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from evalkit.probes.base import PlannedJob
+from evalkit.probes.customization.plan import (
+    CALLBACK,
+    CUSTOMIZATIONS,
+    LOSS,
+    LOSS_STEPS,
+    TASK,
+    callback_steps,
+    job_settings,
+)
+from evalkit.probes.evidence import JobEvidence
+from evalkit.probes.findings import ProbeResult
+
+
+def module_file(class_path: str) -> str | None:
+    """The source file of the module holding `class_path` (`pkg.module.Class`), found without importing it."""
+    module = class_path.rsplit(".", 1)[0]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+
+class CustomizationProbe:
+    name = "customization"
+    dimension = "customization"
+    timed = False
+
+    def task(self, cfg: DictConfig) -> str:
+        return TASK
+
+    def caliber(self, cfg: DictConfig) -> str:
+        limits = cfg.probe.customization
+        return (f"customization|hw={cfg.hardware.name}|sgd|loss:steps={LOSS_STEPS},l1={limits.l1_weight:g}"
+                f"|callback:accum=2,steps={callback_steps(int(limits.stop_at_step))},stop={limits.stop_at_step}")
+
+    def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
+        written = dict(cfg.trainer.get("customizations") or {})
+        jobs = [PlannedJob(name, job_settings(name, cfg, written[name]))
+                for name in CUSTOMIZATIONS if name in written and name not in done]
+        notes = [f"no {name} customization written for trainer {cfg.trainer.name} "
+                 f"(trainer.customizations.{name})" for name in CUSTOMIZATIONS if name not in written]
+        return jobs, notes
+
+    def measure(self, cfg: DictConfig) -> dict[str, Any]:
+        """Each customization's source cost beside the plain adapter's, and the limits the judge applies."""
+        from evalkit.probes.customization.source import analyse
+
+        written = dict(cfg.trainer.get("customizations") or {})
+        plain = module_file(cfg.trainer._target_)
+        packages = tuple(cfg.trainer.get("requires") or ())
+        sources, notes = {}, []
+        for name in (LOSS, CALLBACK):
+            if name not in written:
+                continue
+            path = module_file(written[name])
+            if path is None:
+                notes.append(f"the {name} customization's source ({written[name]}) was not found: cost not measured")
+                continue
+            cost = analyse(path, plain, packages).as_dict()
+            cost["module"] = written[name]
+            sources[name] = cost
+        return {"limits": OmegaConf.to_container(cfg.probe.customization, resolve=True), "sources": sources,
+                "notes": notes}
+
+    def judge(self, jobs: list[JobEvidence], measured: dict[str, Any] | None = None) -> ProbeResult:
+        from evalkit.probes.customization.judge import judge
+
+        return judge(jobs, measured or {})
+
+
+PROBE = CustomizationProbe()
