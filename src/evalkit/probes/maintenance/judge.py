@@ -2,7 +2,8 @@
 figure against its documented threshold (`probe.maintenance.*`, stored with the measurements).
 
 - deprecations: distinct deprecation/future warnings raised by the wrapper's own code (its distribution or one of
-  its dependencies, torch and numpy excepted) during the standard run;
+  its dependencies, torch and numpy excepted), or raised elsewhere on a line of it (it calls an API torch
+  deprecated), during the standard run;
 - imports: median seconds and resident MiB of importing it in a fresh process (torch already imported);
 - dependencies: the packages it adds beside what every arm installs (torch with its own dependencies, numpy),
   their size on disk with its own; a requirement on torch/numpy the installed version does not satisfy, or an
@@ -40,7 +41,7 @@ def judge(jobs: list[JobEvidence], measured: dict[str, Any]) -> ProbeResult:
         notes.append(f"deprecation warnings not counted: the standard run {why}")
     else:
         raised = standard.summary.get("deprecations", [])
-        mine = [w for w in raised if _norm(w.get("distribution")) in own]
+        mine = [w for w in raised if is_own(w, own)]
         figures["deprecations"] = float(len(mine))
         figures["deprecation_occurrences"] = float(sum(int(w.get("count", 0)) for w in mine))
         parts.append(f"{len(mine)} deprecations")
@@ -86,6 +87,11 @@ def judge(jobs: list[JobEvidence], measured: dict[str, Any]) -> ProbeResult:
 
 def _norm(name: str | None) -> str:
     return canonicalize_name(name) if name else ""
+
+
+def is_own(warning: dict, own: set[str]) -> bool:
+    """Raised by the wrapper's code, or raised elsewhere (a deprecation decorator, torch) on a line of its code."""
+    return _norm(warning.get("distribution")) in own or _norm(warning.get("attributed_distribution")) in own
 
 
 def _own_distributions(measured: dict[str, Any]) -> set[str]:
@@ -178,14 +184,24 @@ def _release_findings(rel: dict, limits: dict, figures: dict, parts: list, notes
 
 
 def warnings_table(raised: list[dict], own: set[str]) -> str:
-    lines = ["| count | category | raised by | the wrapper's | message |", "|---|---|---|---|---|"]
+    lines = ["| count | category | raised by | on a line of | the wrapper's | message |", "|---|---|---|---|---|---|"]
     for w in raised[:30]:
-        mine = "yes" if _norm(w.get("distribution")) in own else "no"
+        mine = "yes" if is_own(w, own) else "no"
+        where = (w.get("attributed_to") or [""])[0]
         lines.append(f"| {w.get('count')} | {w.get('category')} | {w.get('module')} ({w.get('distribution')}) | "
-                     f"{mine} | {str(w.get('message', '')).replace('|', '/').replace(chr(10), ' ')[:160]} |")
+                     f"{_short(where)} ({w.get('attributed_distribution')}) | {mine} | "
+                     f"{str(w.get('message', '')).replace('|', '/').replace(chr(10), ' ')[:160]} |")
     if len(raised) > 30:
-        lines.append(f"| … | | | | {len(raised) - 30} more |")
+        lines.append(f"| … | | | | | {len(raised) - 30} more |")
     return "\n".join(lines)
+
+
+def _short(where: str) -> str:
+    """'…/site-packages/lightning/pytorch/loops/x.py:12' -> 'lightning/pytorch/loops/x.py:12'."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in where:
+            return where.split(marker, 1)[1]
+    return where
 
 
 def candidate_line(cand: dict) -> str:

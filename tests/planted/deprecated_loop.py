@@ -1,0 +1,13 @@
+"""The hand-written loop calling a deprecated API of the fake wrapper `fakewrap` (tests/fakedist.py) after every
+optimizer step (planted for tests/test_probe_maintenance.py; fakewrap's folder and tests/planted on PYTHONPATH)."""
+from __future__ import annotations
+
+import fakewrap
+
+from adapters.baseline import BaselineAdapter
+
+
+class DeprecatedAdapter(BaselineAdapter):
+    def after_optimizer_step(self, job, step, model):
+        fakewrap.old_api()
+        return False
