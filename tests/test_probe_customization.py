@@ -47,6 +47,7 @@ def results(tmp_path_factory):
         (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
         with open(client.download_artifacts(run.info.run_id, "probe/customization.json")) as fh:
             out[name] = run, json.load(fh)
+    out["uris"] = {name: store_uri(d) for name, d in dirs.items()}
     return out
 
 
@@ -99,3 +100,16 @@ def test_a_callback_firing_per_micro_batch_and_a_private_touch_are_caught(result
     assert result["figures"]["private_touches"] == 2
     assert run.data.metrics[names.probe_pass("customization")] == 0.0
     assert run.data.tags[names.probe_status("customization")] == "fail"
+
+
+def test_the_verdicts_customization_column_shows_lines_and_private_touches(results):
+    from evalkit.analysis import store
+    from evalkit.verdict import VerdictOptions, build_verdict
+
+    run, _ = results["planted_b"]
+    _, _, records = store.read_runs(results["uris"]["planted_b"], "evalkit")
+    (row,) = build_verdict(records, VerdictOptions()).rows
+    cell = row.dimensions["customization"]
+    assert row.key.trainer == "planted_custom" and cell.status == "fail"
+    assert cell.figure == run.data.tags[names.probe_headline("customization")]
+    assert cell.figure.startswith("loss ") and "NOT in effect" in cell.figure and cell.figure.endswith("2 private")

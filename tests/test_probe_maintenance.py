@@ -88,12 +88,13 @@ def results(tmp_path_factory):
     finally:
         server.shutdown()
         server.server_close()
-    return {name: result_of(d) for name, d in dirs.items()}, hits_online, hits_after, cache
+    by_name = {name: (*result_of(d), store_uri(d)) for name, d in dirs.items()}
+    return by_name, hits_online, hits_after, cache
 
 
 def test_the_wrappers_deprecations_are_counted_with_the_module_that_raised_them(results):
     (by_name, *_) = results
-    run, result = by_name["online"]
+    run, result, _ = by_name["online"]
     assert result["figures"]["deprecations"] == 1 and result["figures"]["deprecation_occurrences"] == 12
     table = next(s for s in result["sections"] if s.startswith("| count"))
     assert "| 12 | DeprecationWarning | fakewrap (fakewrap) |" in table and "deprecated_loop.py" in table
@@ -102,7 +103,7 @@ def test_the_wrappers_deprecations_are_counted_with_the_module_that_raised_them(
 
 def test_dependencies_and_a_bound_the_installed_torch_breaks_are_read_from_metadata(results):
     (by_name, *_) = results
-    run, result = by_name["online"]
+    run, result, _ = by_name["online"]
     assert result["figures"]["dependencies"] == 2           # fakedep and fake-leaf; torch and numpy are the core
     conflict = next(f for f in result["findings"] if f["code"] == "maintenance.core_conflict")
     assert conflict["title"].startswith("fakewrap requires torch<2.10 (installed 2.13")
@@ -112,10 +113,10 @@ def test_dependencies_and_a_bound_the_installed_torch_breaks_are_read_from_metad
 
 def test_release_history_comes_from_the_index_then_the_cache_marked_with_its_date(results):
     by_name, hits_online, hits_after, cache = results
-    _, online = by_name["online"]
+    _, online, _ = by_name["online"]
     assert hits_online == ["/fakewrap/json"] and (cache / "fakewrap.json").is_file()
     assert online["figures"]["releases_per_year"] == 4 and online["figures"]["breaking_per_year"] == 1
-    _, offline = by_name["offline"]
+    _, offline, _ = by_name["offline"]
     assert hits_after == hits_online                         # offline: the index was never asked
     assert "(cached, as of 20" in offline["headline"]
     assert offline["figures"]["releases_per_year"] == 4
@@ -123,7 +124,21 @@ def test_release_history_comes_from_the_index_then_the_cache_marked_with_its_dat
 
 def test_an_unreachable_index_without_a_cache_says_unavailable_and_judges_the_rest(results):
     (by_name, *_) = results
-    run, result = by_name["unreachable"]
+    run, result, _ = by_name["unreachable"]
     assert run.info.status == "FINISHED" and "releases: unavailable" in result["headline"]
     assert "releases_per_year" not in result["figures"] and result["figures"]["dependencies"] == 2
     assert any(n.startswith("release history unavailable (") for n in result["notes"])
+
+
+def test_the_verdicts_maintenance_column_shows_the_figures_beside_the_fail(results):
+    from evalkit.analysis import store
+    from evalkit.verdict import VerdictOptions, build_verdict
+
+    (by_name, *_) = results
+    run, _, uri = by_name["online"]
+    _, _, records = store.read_runs(uri, "evalkit")
+    (row,) = build_verdict(records, VerdictOptions()).rows
+    cell = row.dimensions["maintenance"]
+    assert row.key.trainer == "deprecated" and cell.status == "fail"
+    assert cell.figure == run.data.tags[names.probe_headline("maintenance")]
+    assert cell.figure.startswith("1 deprecations, import ") and "2 deps" in cell.figure
