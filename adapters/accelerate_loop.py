@@ -225,14 +225,15 @@ class AccelerateAdapter(WrapperAdapter):
 
         batches_per_epoch = len(train_dl)
         model.train()
-        while step < job.max_steps:
+        stop = False
+        while step < job.max_steps and not stop:
             train_dl.set_epoch(epoch)
             sampler.set_epoch(epoch)   # a skipping DataLoader may not forward set_epoch to the sampler
             batches = accelerator.skip_first_batches(train_dl, batch_in_epoch) if batch_in_epoch else train_dl
             for x, y in batches:
                 with accelerator.accumulate(net):
                     with accelerator.autocast():
-                        loss = loss_fn(net(x), y)
+                        loss = self.training_loss(net, loss_fn, x, y)
                     accelerator.backward(loss)
                     if accelerator.sync_gradients and job.grad_clip is not None:
                         accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
@@ -244,9 +245,10 @@ class AccelerateAdapter(WrapperAdapter):
                 if not accelerator.sync_gradients:
                     continue
                 step += 1
+                stop = self.after_optimizer_step(job, accelerator, step, model)
                 self._after_step(job, accelerator, step, epoch, batch_in_epoch, batches_per_epoch,
-                                 lambda: self._validate_aligned(job, accelerator, model))
-                if step >= job.max_steps:
+                                 lambda: self._validate_aligned(job, accelerator, model), stop)
+                if step >= job.max_steps or stop:
                     break
             else:
                 epoch, batch_in_epoch = epoch + 1, 0
@@ -276,12 +278,13 @@ class AccelerateAdapter(WrapperAdapter):
 
         batches_per_epoch = len(train_dl)
         model.train()
-        while step < job.max_steps:
+        stop = False
+        while step < job.max_steps and not stop:
             train_dl.set_epoch(epoch)
             batches = accelerator.skip_first_batches(train_dl, batch_in_epoch) if batch_in_epoch else train_dl
             for x, y in batches:
                 with accelerator.accumulate(net):
-                    loss = loss_fn(net(x), y)
+                    loss = self.training_loss(net, loss_fn, x, y)
                     accelerator.backward(loss)
                     if accelerator.sync_gradients and job.grad_clip is not None:
                         accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
@@ -292,20 +295,32 @@ class AccelerateAdapter(WrapperAdapter):
                 if not accelerator.sync_gradients:
                     continue
                 step += 1
+                stop = self.after_optimizer_step(job, accelerator, step, model)
                 self._after_step(job, accelerator, step, epoch, batch_in_epoch, batches_per_epoch,
-                                 lambda: self._validate_defaults(net, val_dl))
-                if step >= job.max_steps:
+                                 lambda: self._validate_defaults(net, val_dl), stop)
+                if step >= job.max_steps or stop:
                     break
             else:
                 epoch, batch_in_epoch = epoch + 1, 0
         self._finish(accelerator, step)
 
+    # ------------------------------------------------------------------ where a user's own loop changes
+    def training_loss(self, net: torch.nn.Module, loss_fn: torch.nn.Module, x: torch.Tensor,
+                      y: torch.Tensor) -> torch.Tensor:
+        """One micro-batch's loss (`accelerator.backward` divides it for accumulation)."""
+        return loss_fn(net(x), y)
+
+    def after_optimizer_step(self, job: TrainJob, accelerator, step: int, model: torch.nn.Module) -> bool:
+        """Called once after each optimizer step (and the scheduler's) with the unwrapped model; True ends training
+        after this step (the same answer on every process)."""
+        return False
+
     # ------------------------------------------------------------------ shared by both
     def _after_step(self, job: TrainJob, accelerator, step: int, epoch: int, batch_in_epoch: int,
-                    batches_per_epoch: int, validate) -> None:
-        """After optimizer step `step`: validate and checkpoint at the job's cadences (the checkpoint records the
-        data position: the next epoch when this step ended one)."""
-        if job.should_validate(step):
+                    batches_per_epoch: int, validate, stop: bool = False) -> None:
+        """After optimizer step `step`: validate at the job's cadence and when training stops early, checkpoint at
+        the job's cadence (the checkpoint records the data position: the next epoch when this step ended one)."""
+        if job.should_validate(step) or stop:
             validate()
         if job.should_checkpoint(step):
             at_end = batch_in_epoch == batches_per_epoch

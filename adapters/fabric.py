@@ -101,7 +101,8 @@ class FabricAdapter(WrapperAdapter):
         precision = PRECISIONS[job.precision.name]
         accelerator = "cuda" if job.device.type == "cuda" else "cpu"
         if self.mode != "aligned":
-            return Fabric(accelerator=accelerator, devices=job.world_size, num_nodes=1, precision=precision), None, {}
+            return Fabric(accelerator=accelerator, devices=job.world_size, num_nodes=1, precision=precision,
+                          callbacks=self.callbacks(job)), None, {}
 
         if precision == "16-mixed" and job.device.type == "cpu":
             raise UnsupportedCombination(
@@ -120,7 +121,7 @@ class FabricAdapter(WrapperAdapter):
             arguments["plugins"] = Call(MixedPrecision, precision, job.device.type, scaler=scaler)
         else:
             arguments["precision"] = precision
-        fabric = Fabric(**built(arguments))
+        fabric = Fabric(**built(arguments), callbacks=self.callbacks(job))
         explicit = {
             **arguments,
             "setup_dataloaders": "once, use_distributed_sampler=False, move_to_device=True; evalkit's OrderedSampler "
@@ -141,6 +142,7 @@ class FabricAdapter(WrapperAdapter):
 
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:
+        self.should_stop = False     # set by a callback (fabric.call) to end training after the current step
         fabric, scaler, explicit = self._fabric(job)
         fabric.launch()   # under torch elastic variables: joins the group, spawns nothing
         raw_model = job.task.model
@@ -173,16 +175,16 @@ class FabricAdapter(WrapperAdapter):
                        num_workers=job.num_workers, pin_memory=job.pin_memory, generator=job.loader_generator()),
             use_distributed_sampler=False)
         model.train()
-        while step < job.max_steps:
+        while step < job.max_steps and not self.should_stop:
             batches = iter(loader)   # Fabric calls sampler.set_epoch(passes so far) here
-            while batch_in_epoch < batches_per_epoch and step < job.max_steps:
+            while batch_in_epoch < batches_per_epoch and step < job.max_steps and not self.should_stop:
                 window = min(job.grad_accum, batches_per_epoch - batch_in_epoch)
                 for i in range(window):
                     x, y = next(batches)
                     skip_sync = job.distributed and i < window - 1
                     with fabric.no_backward_sync(model, enabled=skip_sync):
                         with fabric.autocast():
-                            loss = loss_fn(model(x), y) / window
+                            loss = self.training_loss(model, loss_fn, x, y) / window
                         fabric.backward(loss)
                 batch_in_epoch += window
                 if job.grad_clip is not None:
@@ -191,7 +193,8 @@ class FabricAdapter(WrapperAdapter):
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
                 step += 1
-                if job.should_validate(step):
+                fabric.call("on_optimizer_step_end", self, job=job, model=raw_model, step=step)
+                if job.should_validate(step) or self.should_stop:
                     self._validate(job, fabric, raw_model, unwrapped=True)
                 if job.should_checkpoint(step):
                     at_end = batch_in_epoch == batches_per_epoch
@@ -213,11 +216,11 @@ class FabricAdapter(WrapperAdapter):
         step, epoch = state["step"], state["epoch"]
         self._start_step = step
         model.train()
-        while step < job.max_steps:
+        while step < job.max_steps and not self.should_stop:
             for iteration, (x, y) in enumerate(loader):
                 is_accumulating = (iteration + 1) % job.grad_accum != 0
                 with fabric.no_backward_sync(model, enabled=is_accumulating):
-                    loss = loss_fn(model(x), y) / job.grad_accum
+                    loss = self.training_loss(model, loss_fn, x, y) / job.grad_accum
                     fabric.backward(loss)
                 if is_accumulating:
                     continue
@@ -227,14 +230,27 @@ class FabricAdapter(WrapperAdapter):
                 optimizer.zero_grad()
                 scheduler.step()
                 step += 1
-                if job.should_validate(step):
+                fabric.call("on_optimizer_step_end", self, job=job, model=model, step=step)
+                if job.should_validate(step) or self.should_stop:
                     self._validate(job, fabric, model, unwrapped=False)
                 if job.should_checkpoint(step):
                     state.update(step=step, epoch=epoch)
                     fabric.save(job.checkpoint_path(step, CKPT_SUFFIX), state)
-                if step >= job.max_steps:
+                if step >= job.max_steps or self.should_stop:
                     break
             epoch += 1
+
+    # ------------------------------------------------------------------ where a user's own code goes
+    def training_loss(self, model: torch.nn.Module, loss_fn: torch.nn.Module, x: torch.Tensor,
+                      y: torch.Tensor) -> torch.Tensor:
+        """One micro-batch's loss (the loop divides it for accumulation)."""
+        return loss_fn(model(x), y)
+
+    def callbacks(self, job: TrainJob) -> list:
+        """Objects for `Fabric(callbacks=...)`. The loop calls their `on_optimizer_step_end(loop, job=, model=,
+        step=)` after each optimizer step (and the scheduler's); one setting `loop.should_stop = True` ends training
+        after that step."""
+        return []
 
     def _load(self, job: TrainJob, fabric, state: dict) -> None:
         path = latest_checkpoint(job.resume_from, f"step_*{CKPT_SUFFIX}")

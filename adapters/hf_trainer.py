@@ -238,14 +238,24 @@ class HFTrainerAdapter(WrapperAdapter):
         wrapper = TaskModule(model, job.task.loss_fn)
         optimizer = job.make_optimizer(model.parameters())
         scheduler = job.make_scheduler(optimizer)
-        trainer = _trainer_class()(model=wrapper, args=args, train_dataset=job.task.train_set,
-                                   eval_dataset=job.task.val_set, data_collator=collate,
-                                   optimizers=(optimizer, scheduler))
+        trainer = self.trainer_class()(model=wrapper, args=args, train_dataset=job.task.train_set,
+                                       eval_dataset=job.task.val_set, data_collator=collate,
+                                       optimizers=(optimizer, scheduler), callbacks=self.callbacks(job))
         if not same_device(args.device, job.device):
             raise UnsupportedCombination(
                 f"the Trainer chose device {args.device} but evalkit asked for {job.device} "
                 "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")
         return trainer
+
+    # ------------------------------------------------------------------ where a user's own code goes
+    def trainer_class(self) -> type:
+        """The Trainer subclass `fit` builds: subclass it to override `compute_loss` and the other documented
+        Trainer methods."""
+        return _trainer_class()
+
+    def callbacks(self, job: TrainJob) -> list:
+        """`TrainerCallback`s of the user's own, passed as `Trainer(callbacks=...)`."""
+        return []
 
     def _fit_aligned(self, job: TrainJob, trainer, arguments: dict[str, Any]) -> None:
         args, accelerator = trainer.args, trainer.accelerator

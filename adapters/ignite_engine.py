@@ -166,7 +166,7 @@ class IgniteAdapter(WrapperAdapter):
         scheduler = job.make_scheduler(optimizer)
         scaler_settings = {"enabled": job.precision.grad_scaler, **GRAD_SCALER}
         scaler = torch.amp.GradScaler(device.type, **scaler_settings)
-        loss_fn = job.task.loss_fn
+        loss_fn = self.loss_function(job)
 
         def update(engine: Engine, window: list) -> torch.Tensor:
             net.train()
@@ -199,7 +199,7 @@ class IgniteAdapter(WrapperAdapter):
                                       **{k: float(v) for k, v in state.metrics.items()}})
 
         evaluator = create_supervised_evaluator(
-            model, metrics={"loss": Loss(loss_fn)}, device=device, non_blocking=True,
+            model, metrics={"loss": Loss(job.task.loss_fn)}, device=device, non_blocking=True,
             model_fn=lambda m, x: _autocast_call(job, m, x), model_transform=lambda out: out.float())
         to_save = {"model": model, "optimizer": optimizer, "lr_scheduler": scheduler, "scaler": scaler,
                    "trainer": trainer, "rng": _RNGState()}
@@ -211,6 +211,7 @@ class IgniteAdapter(WrapperAdapter):
         self._attach(trainer, Events.ITERATION_COMPLETED, step_scheduler, "torch scheduler.step() per optimizer step")
         self._attach(trainer, validate_at, run_validation, "evaluator.run(job.val_loader()) at job.should_validate")
         self._attach(trainer, checkpoint_at, checkpoint, "Checkpoint at job.should_checkpoint")
+        self.attach_handlers(job, trainer, model)
 
         data = _Windows(job)
         step = 0
@@ -253,7 +254,7 @@ class IgniteAdapter(WrapperAdapter):
         model = idist.auto_model(job.task.model)
         optimizer = idist.auto_optim(job.make_optimizer(model.parameters()))
         scheduler = job.make_scheduler(optimizer)
-        loss_fn = job.task.loss_fn
+        loss_fn = self.loss_function(job)
         world = idist.get_world_size()
         train_loader = idist.auto_dataloader(job.task.train_set, batch_size=job.batch_size * world, shuffle=True,
                                              num_workers=job.num_workers)
@@ -263,7 +264,7 @@ class IgniteAdapter(WrapperAdapter):
         trainer = create_supervised_trainer(model, optimizer, loss_fn, device=device,
                                             gradient_accumulation_steps=job.grad_accum, amp_mode=amp_mode,
                                             scaler=bool(job.precision.grad_scaler))
-        evaluator = create_supervised_evaluator(model, metrics={"loss": Loss(loss_fn)}, device=device,
+        evaluator = create_supervised_evaluator(model, metrics={"loss": Loss(job.task.loss_fn)}, device=device,
                                                 amp_mode=amp_mode)
         lr_handler = LRScheduler(scheduler)
         max_iters = job.max_steps * job.grad_accum
@@ -284,6 +285,7 @@ class IgniteAdapter(WrapperAdapter):
                      "evaluator.run(val_loader) every val_every*grad_accum iterations and at the end")
         self._attach(trainer, Events.ITERATION_COMPLETED(event_filter=every(job.ckpt_every)), checkpoint,
                      "Checkpoint every ckpt_every*grad_accum iterations and at the end")
+        self.attach_handlers(job, trainer, model)
         start = 0
         if job.resume_from:
             path = resolve_checkpoint(job.resume_from)
@@ -295,6 +297,16 @@ class IgniteAdapter(WrapperAdapter):
                      explicit=None)
         trainer.run(train_loader, max_iters=max_iters)   # as a user would: a finished state restarts at 0
         self._finish(trainer, checkpoint)
+
+    # ------------------------------------------------------------------ where a user's own code goes
+    def loss_function(self, job: TrainJob):
+        """The training loss `loss_fn(y_pred, y)` (Ignite's argument of `create_supervised_trainer`); validation
+        always measures the task's loss."""
+        return job.task.loss_fn
+
+    def attach_handlers(self, job: TrainJob, trainer, model: torch.nn.Module) -> None:
+        """Event handlers of the user's own, attached to the training engine after the adapter's (`model` is the
+        unwrapped one). An engine iteration is one optimizer step in aligned mode, one micro-batch in defaults."""
 
     # ------------------------------------------------------------------ helpers
     def _attach(self, engine, event, handler, what: str) -> None:

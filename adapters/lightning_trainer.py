@@ -36,6 +36,7 @@ Known differences from the baseline that cannot be set away with a documented op
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -106,8 +107,10 @@ def _quick_start_loaders(job: TrainJob) -> tuple[DataLoader, DataLoader]:
     return train_loader, DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
 
 
+@functools.cache
 def _classes():
-    """The resumable DataLoader, the LightningModule and the callback (classes of an installed lightning)."""
+    """The resumable DataLoader, the LightningModule and the callback (classes of an installed lightning), built once:
+    the module recognises the loader by its class."""
     import lightning as L
 
     class ResumableLoader(DataLoader):
@@ -230,7 +233,7 @@ class LightningAdapter(WrapperAdapter):
 
         aligned = self.mode == "aligned"
         precision = lightning_precision(job, self.mode)
-        ResumableLoader, EvalkitModule, FinalCheckpoint = _classes()
+        ResumableLoader, _, FinalCheckpoint = _classes()
         if aligned:
             train_loader, val_loader = ResumableLoader(job), job.val_loader()
             flags = self._aligned_flags(job, precision, FinalCheckpoint)
@@ -238,8 +241,8 @@ class LightningAdapter(WrapperAdapter):
         else:
             train_loader, val_loader = _quick_start_loaders(job)
             flags, explicit = self._defaults_flags(job, precision, FinalCheckpoint), None
-        module = EvalkitModule(job, aligned, train_loader)
-        trainer = L.Trainer(**built(flags))
+        module = self.module_class()(job, aligned, train_loader)
+        trainer = L.Trainer(**built({**flags, "callbacks": flags["callbacks"] + self.callbacks(job)}))
         ckpt_path = latest_checkpoint(job.resume_from, f"step_*{CKPT_SUFFIX}") if job.resume_from else None
         fit_kwargs: dict[str, Any] = {}
         if ckpt_path is not None:
@@ -252,6 +255,16 @@ class LightningAdapter(WrapperAdapter):
         if trainer.global_step > module.start_step and module.last_val_step != trainer.global_step:
             trainer.validate(module, dataloaders=val_loader, verbose=False)
         self._effective = self._report(trainer, module, job, flags, explicit, ckpt_path, train_loader)
+
+    # ------------------------------------------------------------------ where a user's own code goes
+    def module_class(self) -> type:
+        """The LightningModule class `fit` builds as `cls(job, aligned, train_loader)`: subclass it to override
+        `training_step` and the other LightningModule hooks."""
+        return _classes()[1]
+
+    def callbacks(self, job: TrainJob) -> list:
+        """Lightning `Callback`s of the user's own, passed to the Trainer after the adapter's."""
+        return []
 
     def _aligned_flags(self, job: TrainJob, precision: str, FinalCheckpoint) -> dict[str, Any]:
         """The Trainer's arguments in aligned mode: every flag that touches the baseline's semantics (reported,
