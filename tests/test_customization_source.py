@@ -248,6 +248,42 @@ def test_hooks_overridden_are_found_with_their_base(tmp_path):
     json.dumps(cost.as_dict())
 
 
+def test_a_class_built_on_the_adapters_factory_is_a_hook_class(tmp_path):
+    cost = _cost(tmp_path, '''
+        from plain_adapter import PlainAdapter
+
+
+        class CustomAdapter(PlainAdapter):
+            def _classes(self):
+                class L1Module(super()._classes()):
+                    def training_step(self, batch, batch_idx):
+                        return 0
+
+                    def _log_grad_norm(self):
+                        return 1
+
+                return L1Module
+
+            def other(self):
+                class Again(self._classes()):
+                    def validation_step(self, batch, batch_idx):
+                        return 0
+
+                class NotAHook(dict(a=1).__class__):
+                    def training_step(self):
+                        return 0
+
+                return Again, NotAHook
+    ''')
+    hooks = {(h["class"], h["name"]): h["base"] for h in cost.hooks_overridden}
+    assert hooks == {("CustomAdapter", "_classes"): "plain_adapter.PlainAdapter",
+                     ("CustomAdapter", "other"): "plain_adapter.PlainAdapter",
+                     ("L1Module", "training_step"): "super()._classes()",
+                     ("L1Module", "_log_grad_norm"): "super()._classes()",
+                     ("Again", "validation_step"): "self._classes()"}
+    assert _touches(cost, "override") == ["L1Module._log_grad_norm"]
+
+
 # ------------------------------------------------------------------ module names and real adapters
 def test_cost_for_finds_the_module_without_importing_it(tmp_path, monkeypatch):
     package = tmp_path / "planted_pkg"
@@ -278,3 +314,17 @@ def test_the_real_plain_adapters_are_analysed():
     plain = analyse(os.path.join(ROOT, "adapters", "baseline.py"), None, ())
     assert any(p.endswith(os.path.join("evalkit", "contract.py")) for p in plain.own_sources)
     assert "self._effective" not in _touches(plain)     # WrapperAdapter's (evalkit.contract), the project's own
+
+
+@pytest.mark.parametrize(("module", "plain", "packages", "hooks"), [
+    ("lightning_loss", "lightning_trainer", ("lightning",), {"module_class", "training_step"}),
+    ("lightning_callback", "lightning_trainer", ("lightning",), {"callbacks", "on_train_start", "on_train_batch_end"}),
+    ("hf_trainer_loss", "hf_trainer", ("transformers",), {"trainer_class", "compute_loss"}),
+    ("hf_trainer_callback", "hf_trainer", ("transformers",), {"callbacks", "on_step_end"}),
+    ("ignite_callback", "ignite_engine", ("ignite",), {"attach_handlers"}),
+    ("fabric_callback", "fabric", ("lightning",), {"callbacks"}),
+])
+def test_the_bundled_customizations_show_the_hooks_they_use(module, plain, packages, hooks):
+    cost = cost_for(f"adapters.custom.{module}", f"adapters.{plain}", packages)
+    assert cost.notes == [] and cost.private_touches == []
+    assert {h["name"] for h in cost.hooks_overridden} == hooks

@@ -8,7 +8,8 @@ What is measured (`analyse`):
   attribute chain rooted at an imported name (`import lightning as L` ... `L.Callback` -> `lightning.Callback`).
 - `hooks_overridden`: the methods (dunder methods aside: constructors are not hooks) defined in classes that
   subclass a wrapper class or a class of the plain adapter module, directly or through another class of the
-  module, each with those base classes.
+  module, or a class one of the adapter's methods returns (`class M(super().module_class())`), each with those
+  base classes.
 - `attributes_set`: attributes assigned (`=`, `+=`, annotated, `setattr`, `del`) on objects other than
   `self`/`cls`: the wrapper state the customization writes (`trainer.should_stop`).
 - `private_touches`, one entry per distinct (kind, name), at its first line:
@@ -437,6 +438,11 @@ class _Scanner(ast.NodeVisitor):
                 wrapper = wrapper or base.id in self._wrapper_classes
             elif qualified is None and isinstance(base, ast.Name) and base.id in self.plain_classes:
                 bases.append(f"{self.plain_stem}.{base.id}")   # a plain adapter's class obtained at run time
+            elif _is_factory_call(base):
+                # `class L1Module(super().module_class())`: a class the adapter builds at run time (a wrapper's
+                # subclass, which its own code defines): its methods are hooks, a private one is an override.
+                bases.append(ast.unparse(base))
+                wrapper = True
         if bases:
             self._hook_classes[node.name] = bases
             if wrapper:
@@ -457,6 +463,15 @@ class _Scanner(ast.NodeVisitor):
     def _text(self, node: ast.AST) -> str:
         qualified = self._qualify(node)
         return qualified if qualified is not None else ast.unparse(node)
+
+
+def _is_factory_call(node: ast.AST) -> bool:
+    """`super().name(...)` or `self.name(...)`: a class returned by one of the adapter's own methods."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    owner = node.func.value
+    return (isinstance(owner, ast.Name) and owner.id == "self") or (
+        isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super")
 
 
 def _is_dunder(name: str) -> bool:
