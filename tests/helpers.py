@@ -42,6 +42,21 @@ def job_runs(workdir, experiment: str = "evalkit"):
     return client, runs
 
 
+def probe_result(workdir, dimension: str):
+    """The store's one probe run and its `probe/<dimension>.json`: (client, run, result)."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from evalkit import names
+
+    client = MlflowClient(store_uri(workdir))
+    exp = client.get_experiment_by_name("evalkit").experiment_id
+    (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
+    with open(client.download_artifacts(run.info.run_id, f"probe/{dimension}.json")) as fh:
+        return client, run, json.load(fh)
+
+
 def read_records(client, run_id: str, name: str = "steps_rank0.csv") -> list[dict]:
     path = client.download_artifacts(run_id, f"records/{name}")
     with open(path) as fh:

@@ -7,12 +7,11 @@ fires per micro-batch and touches a private attribute (counted, and over the lim
 """
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from helpers import ok, run_evalkit, store_uri
+from helpers import ok, probe_result, run_evalkit, store_uri
 
 from evalkit import names
 
@@ -32,7 +31,6 @@ RUNS = {
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     """name -> (probe run, its customization.json), the three probe runs side by side."""
-    from mlflow.tracking import MlflowClient
 
     dirs = {name: tmp_path_factory.mktemp(name) for name in RUNS}
     with ThreadPoolExecutor(len(RUNS)) as pool:
@@ -42,11 +40,7 @@ def results(tmp_path_factory):
     out = {}
     for name, proc in procs.items():
         ok(proc)
-        client = MlflowClient(store_uri(dirs[name]))
-        exp = client.get_experiment_by_name("evalkit").experiment_id
-        (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
-        with open(client.download_artifacts(run.info.run_id, "probe/customization.json")) as fh:
-            out[name] = run, json.load(fh)
+        out[name] = probe_result(dirs[name], "customization")[1:]
     out["uris"] = {name: store_uri(d) for name, d in dirs.items()}
     return out
 

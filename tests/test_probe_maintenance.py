@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakedist import build_site
-from helpers import ok, run_evalkit, store_uri
+from helpers import ok, probe_result, run_evalkit, store_uri
 
 from evalkit import names
 
@@ -58,13 +58,7 @@ def probe(workdir, site: Path, index_url: str, cache: Path, *extra: str):
 
 
 def result_of(workdir) -> tuple:
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(store_uri(workdir))
-    exp = client.get_experiment_by_name("evalkit").experiment_id
-    (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
-    with open(client.download_artifacts(run.info.run_id, "probe/maintenance.json")) as fh:
-        return run, json.load(fh)
+    return probe_result(workdir, "maintenance")[1:]
 
 
 @pytest.fixture(scope="module")

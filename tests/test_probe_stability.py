@@ -8,12 +8,11 @@ replaced by a fresh start, an out-of-memory error swallowed with exit 0, and a l
 """
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from helpers import ok, run_evalkit, store_uri
+from helpers import ok, probe_result, run_evalkit, store_uri
 
 from evalkit import names
 
@@ -37,8 +36,6 @@ RUNS = {
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     """name -> (probe run, its stability.json, its store's uri), the three probe runs side by side."""
-    from mlflow.tracking import MlflowClient
-
     dirs = {name: tmp_path_factory.mktemp(name) for name in RUNS}
     env = {"PYTHONPATH": str(PLANTED)}
     with ThreadPoolExecutor(len(RUNS)) as pool:
@@ -48,11 +45,7 @@ def results(tmp_path_factory):
     out = {}
     for name, proc in procs.items():
         ok(proc)
-        client = MlflowClient(store_uri(dirs[name]))
-        exp = client.get_experiment_by_name("evalkit").experiment_id
-        (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
-        with open(client.download_artifacts(run.info.run_id, "probe/stability.json")) as fh:
-            out[name] = run, json.load(fh), store_uri(dirs[name])
+        out[name] = (*probe_result(dirs[name], "stability")[1:], store_uri(dirs[name]))
     return out
 
 
