@@ -111,3 +111,25 @@ def test_the_noise_warning_of_a_wrapper_is_its_paired_difference_not_the_seeds_s
     assert re.search(r"baseline/aligned.*val/mse is unstable, std is \d+% of the mean", text), text
     assert "steady/aligned" not in text, text              # seeds spread 30%, the paired difference hardly
     assert re.search(r"wobbly/aligned.*paired difference from the baseline in val/mse varies by \d+%", text), text
+
+
+def test_the_report_opens_with_the_verdict_at_a_glance_and_groups_rows_and_warnings_by_task_and_caliber():
+    from evalkit.analysis.synthetic import DEFAULT_CALIBER
+
+    plans = [ArmPlan("few", seeds=(0, 1)), ArmPlan("rare", seeds=(0, 1)), ArmPlan("slow", throughput=500.0),
+             ArmPlan("orphan", caliber="hw=cuda|bs=32")]
+    md = render_report(verdict_for(*plans), {"experiment": "evalkit"}, with_plots=False).markdown
+    sections = md.split("\n## ")
+    assert sections[1].startswith("At a glance") and sections[2].startswith("Per-dimension verdict")
+    glance = sections[1].splitlines()
+    assert any(line.startswith("- slow/aligned on mlp_regression: fails performance (throughput ratio 0.50x")
+               for line in glance), glance
+    assert any(line.startswith("- orphan/aligned on mlp_regression: ") and "not run: " in line for line in glance)
+    table = sections[2]
+    assert f"### mlp_regression · caliber {DEFAULT_CALIBER} · baseline baseline/aligned" in table
+    assert "### mlp_regression · caliber hw=cuda|bs=32 · baseline none" in table
+    assert DEFAULT_CALIBER not in table.split("### ")[1].split("\n", 1)[1]    # the caliber is the heading's only
+    warnings = next(s for s in sections if s.startswith("Stability and noise warnings"))
+    seeds = [line for line in warnings.splitlines() if "only 2 seed(s) finished" in line]
+    assert len(seeds) == 1 and seeds[0].startswith("- few/aligned, rare/aligned: only 2 seed(s)"), warnings
+    assert "### mlp_regression · caliber hw=cuda|bs=32" in warnings

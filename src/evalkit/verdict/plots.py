@@ -20,6 +20,14 @@ from evalkit.verdict.figure import Plot, png, thin
 from evalkit.verdict.probe_plots import probe_plots, semantic_probe_runs
 
 COLS = 3
+LOSS_CAPTION = ("Look for the blue line (the wrapper's mean over seeds) leaving the grey band, which is where seed "
+                "noise alone would put it given the baseline's seeds; a red dotted line marks the first step it "
+                "leaves. Inside the band the wrapper trains like the baseline.")
+LR_CAPTION = ("The schedules should lie on top of each other: a shifted or stretched curve means the wrapper steps "
+              "the scheduler at another cadence (per micro-batch, per epoch) or counts steps differently.")
+PERFORMANCE_CAPTION = ("Each point is the wrapper's ratio to the baseline with its interval; the red dashed line is "
+                       "the budget. Throughput left of it, or peak memory right of it, fails performance; an "
+                       "interval that crosses it is inconclusive.")
 def all_plots(verdict: Verdict) -> list[Plot]:
     plots: list[Plot] = []
     groups = groupby(verdict.rows, key=lambda r: (r.key.task, r.key.caliber))
@@ -27,10 +35,12 @@ def all_plots(verdict: Verdict) -> list[Plot]:
         rows = list(rows)
         where = f"{task} [{caliber}]"
         plots.append(Plot(f"loss_{task}_{i}.png", f"Training loss vs baseline band, {where}",
-                          loss_figure(rows, verdict)))
-        plots.append(Plot(f"lr_{task}_{i}.png", f"Learning-rate schedules, {where}", lr_figure(rows, verdict)))
+                          loss_figure(rows, verdict), LOSS_CAPTION))
+        plots.append(Plot(f"lr_{task}_{i}.png", f"Learning-rate schedules, {where}", lr_figure(rows, verdict),
+                          LR_CAPTION))
     if any(c.kind == BUDGET for r in verdict.rows for c in r.comparisons):
-        plots.append(Plot("performance.png", "Throughput and peak memory vs baseline", performance_figure(verdict)))
+        plots.append(Plot("performance.png", "Throughput and peak memory vs baseline", performance_figure(verdict),
+                          PERFORMANCE_CAPTION))
     return plots + probe_plots(semantic_probe_runs(verdict))
 
 

@@ -8,6 +8,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from itertools import groupby
 
 from evalkit import names
 from evalkit.analysis import finite
@@ -46,7 +47,7 @@ METHOD = (
 
 @dataclass
 class Block:
-    kind: str                      # "h2" | "h3" | "text" | "table" | "list" | "plot"
+    kind: str                      # "h2" | "h3" | "text" | "caption" | "table" | "list" | "plot"
     text: str = ""
     headers: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
@@ -54,26 +55,76 @@ class Block:
 
 
 def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
-    out = [Block("text", " · ".join(f"{k}: {v}" for k, v in inputs.items() if v not in (None, "")))]
-    out += [Block("h2", "Per-dimension verdict"),
-            Block("table", headers=["wrapper", "mode", "runs", "task", "caliber"] + list(DIMENSIONS),
-                  rows=[arm_cells(r) + [r.key.task, r.key.caliber] + dimension_cells(r) for r in verdict.rows])]
+    """The report, its first screen answering which wrapper, which dimension and why: the verdict at a glance,
+    then the table under one heading per task and caliber."""
+    out = [Block("h2", "At a glance"), Block("list", rows=[[line] for line in glance(verdict)] or [["no arms"]])]
+    out += [Block("h2", "Per-dimension verdict")]
+    for (task, caliber), rows in groupby(verdict.rows, key=lambda r: (r.key.task, r.key.caliber)):
+        rows = list(rows)
+        base = rows[0].baseline
+        out += [Block("h3", f"{task} · caliber {caliber} · baseline {base.label if base else 'none'}"),
+                Block("table", headers=["wrapper", "mode", "runs"] + list(DIMENSIONS),
+                      rows=[arm_cells(r) + dimension_cells(r) for r in rows])]
     out += _ranking(verdict)
     reasons = fail_reasons(verdict)
     out += [Block("h2", "Reasons for every fail"), Block("list", rows=[[r] for r in reasons] or [["none"]])]
     out += _semantic_findings(semantic_probe_runs(verdict))
     for dim, title in MEASURING_PROBES.items():
         out += _probe_sections(dim, title, probe_runs([r for a in verdict.arms.values() for r in a.runs], dim))
-    out += [Block("h2", "Stability and noise warnings"),
-            Block("list", rows=[[w] for w in verdict.warnings] or [["none"]])]
+    out += [Block("h2", "Stability and noise warnings")] + warning_blocks(verdict.warnings)
     out += [Block("h2", "Plots")] + [b for p in plots for b in _plot_blocks(p)]
     out += [Block("h2", "Comparisons"), _comparison_table(verdict), Block("h2", "Method"), Block("text", METHOD)]
+    out += [Block("h2", "Inputs"),
+            Block("text", " · ".join(f"{k}: {v}" for k, v in inputs.items() if v not in (None, "")))]
+    return out
+
+
+def glance(verdict: Verdict) -> list[str]:
+    """One line per wrapper arm: what failed and the first reason, what passed, what was not judged."""
+    lines = []
+    for row in verdict.rows:
+        by_status: dict[str, list[str]] = {}
+        for dim in DIMENSIONS:
+            by_status.setdefault(row.dimensions[dim].status, []).append(dim)
+        parts = []
+        for dim in by_status.get("fail", []):
+            result = row.dimensions[dim]
+            parts.append(f"fails {dim} ({(result.reasons or [result.figure])[0]})")
+        if by_status.get("pass"):
+            parts.append(f"passes {', '.join(by_status['pass'])}")
+        if by_status.get("inconclusive"):
+            parts.append(f"inconclusive on {', '.join(by_status['inconclusive'])}")
+        if by_status.get("not run"):
+            parts.append(f"not run: {', '.join(by_status['not run'])}")
+        lines.append(f"{row.key.label} on {row.key.task}: " + "; ".join(parts))
+    return lines
+
+
+_WARNING = re.compile(r"^(?P<arm>.+?) @ (?P<task>\S+) \[(?P<caliber>[^\]]*)\]: (?P<message>.*)$", re.S)
+
+
+def warning_blocks(warnings: list[str]) -> list[Block]:
+    """Warnings under one heading per task and caliber, each message once with every arm it concerns."""
+    if not warnings:
+        return [Block("list", rows=[["none"]])]
+    groups: dict[str, dict[str, list[str]]] = {}
+    for warning in dict.fromkeys(warnings):
+        found = _WARNING.match(warning)
+        where = f"{found['task']} · caliber {found['caliber']}" if found else "other"
+        message, arm = (found["message"], found["arm"]) if found else (warning, "")
+        arms = groups.setdefault(where, {}).setdefault(message, [])
+        if arm and arm not in arms:
+            arms.append(arm)
+    out = []
+    for where, messages in groups.items():
+        out += [Block("h3", where), Block("list", rows=[[(", ".join(arms) + ": " if arms else "") + message]
+                                                        for message, arms in messages.items()])]
     return out
 
 
 def _plot_blocks(plot: Plot) -> list[Block]:
-    return [Block("text", plot.title), Block("plot", plot=plot)] + ([Block("text", plot.caption)] if plot.caption
-                                                                     else [])
+    return [Block("h3", plot.title), Block("plot", plot=plot)] + ([Block("caption", plot.caption)] if plot.caption
+                                                                  else [])
 
 
 FINDING_HEADERS = ["#", "finding", "first step", "job", "expected", "observed", "size", "explained by",
@@ -236,8 +287,15 @@ def _comparison_table(verdict: Verdict) -> Block:
     return Block("table", headers=headers, rows=rows)
 
 
-def render_markdown(title: str, parts: list[Block], plot_dir: str = "plots") -> str:
-    lines = [f"# {title}", ""]
+def summary_blocks(verdict: Verdict) -> list[Block]:
+    """The verdict at a glance (for a run's description): the per-dimension table and the ranking."""
+    table = Block("table", headers=["wrapper", "mode", "runs", "task"] + list(DIMENSIONS),
+                  rows=[arm_cells(r) + [r.key.task] + dimension_cells(r) for r in verdict.rows])
+    return [table] + _ranking(verdict)[1:]
+
+
+def render_markdown(title: str | None, parts: list[Block], plot_dir: str = "plots") -> str:
+    lines = [f"# {title}", ""] if title else []
     for b in parts:
         if b.kind == "h2":
             lines += [f"## {b.text}", ""]
@@ -245,6 +303,8 @@ def render_markdown(title: str, parts: list[Block], plot_dir: str = "plots") -> 
             lines += [f"### {b.text}", ""]
         elif b.kind == "text":
             lines += [b.text, ""]
+        elif b.kind == "caption":
+            lines += [f"*{b.text}*", ""]
         elif b.kind == "list":
             lines += [f"- {r[0]}" for r in b.rows] + [""]
         elif b.kind == "plot":
@@ -256,7 +316,10 @@ def render_markdown(title: str, parts: list[Block], plot_dir: str = "plots") -> 
     return "\n".join(lines)
 
 
-CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}"
+CSS = ("body{font-family:system-ui,sans-serif;margin:1em 2em;max-width:1400px}"
+       "h1,h2,h3,p,li{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}h2{margin-top:1.4em}h3{font-size:1em;margin:1em 0 .3em}"
+       "p.caption{color:#444;font-size:13px;max-width:900px}"
+       "@media (max-width:700px){body{margin:.5em}td,th{font-size:12px}}"
        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
        "th{background:#f0f0f0}.pass{background:#e3f6e3}.fail{background:#fbe0e0}"
        ".inconclusive{background:#fff4d6}.not-run{color:#888}img{max-width:100%}")
@@ -275,6 +338,8 @@ def render_html(title: str, parts: list[Block]) -> str:
             body.append(f"<{b.kind}>{html.escape(b.text)}</{b.kind}>")
         elif b.kind == "text":
             body.append(f"<p>{html.escape(b.text).replace('**', '')}</p>")
+        elif b.kind == "caption":
+            body.append(f'<p class="caption">{html.escape(b.text)}</p>')
         elif b.kind == "list":
             body.append("<ul>" + "".join(f"<li>{html.escape(r[0])}</li>" for r in b.rows) + "</ul>")
         elif b.kind == "plot":
@@ -283,6 +348,6 @@ def render_html(title: str, parts: list[Block]) -> str:
         elif b.kind == "table":
             head = "".join(f"<th>{html.escape(h)}</th>" for h in b.headers)
             rows = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in b.rows)
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            body.append(f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>')
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>")
