@@ -10,10 +10,12 @@ import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from evalkit.config import config_warnings, register_configs, validate
 from evalkit.controller.interrupt import Interrupted, raise_on_stop_signals
+from evalkit.controller.progress import hush_libraries
 from evalkit.controller.rundir import RunDirBusy
 from evalkit.controller.tracking import TrackingUnavailable, fix_default_uri, mask_passwords_in_log
 
@@ -36,6 +38,7 @@ def _app(cfg: DictConfig):
         return None
     for warning in config_warnings(cfg):
         print(f"evalkit: warning: {warning}", file=sys.stderr)
+    hush_libraries(cfg.tracking.progress)
     run_dir = HydraConfig.get().runtime.output_dir
     try:
         if cfg.probe.name != "none":
@@ -53,7 +56,23 @@ def _app(cfg: DictConfig):
     if not result.ok:
         _failures.append(result.reason)
         print(f"evalkit: run {result.run_id} {result.status or 'FAILED'}: {result.reason}", file=sys.stderr)
+    if result.run_id and HydraConfig.get().mode != RunMode.MULTIRUN:   # a sweep prints its parent's instead
+        _print_address(cfg, result.run_id)
     return result
+
+
+def _print_address(cfg: DictConfig, run_id: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from evalkit.controller.tracking import resolve_uri
+    from evalkit.controller.ui import open_hint
+
+    uri = resolve_uri(cfg.tracking.uri)
+    try:
+        exp = MlflowClient(uri).get_run(run_id).info.experiment_id
+    except Exception:  # noqa: BLE001 - the store failed after the run was recorded: said above already
+        return
+    print(open_hint(f"run {run_id}", uri, exp, run_id), file=sys.stderr)
 
 
 def main() -> None:

@@ -69,7 +69,9 @@ class TrackingConfig:
     experiment: str = "evalkit"
     flush_interval_s: float = 1.0
     batch_size: int = 1000           # metric points per log_batch call (MLflow caps at 1000)
-    progress_interval_s: float = 5.0
+    progress_interval_s: float = 5.0          # how often a plain progress line is printed
+    progress: str = "auto"                   # auto | live (one line rewritten in place) | plain (lines) | quiet
+    system_metrics_interval_s: float = 2.0   # MLflow's system/* metrics, sampled by the controller; 0 = off
 
 
 @dataclass
@@ -251,7 +253,7 @@ RANGES: dict[str, Range] = {
     "hardware.threads": AT_LEAST_0,
     "distributed.world_size": AT_LEAST_1,
     "tracking.flush_interval_s": POSITIVE, "tracking.batch_size": Range(1, 1000),
-    "tracking.progress_interval_s": POSITIVE,
+    "tracking.progress_interval_s": POSITIVE, "tracking.system_metrics_interval_s": AT_LEAST_0,
     "observe.warmup_steps": AT_LEAST_0, "observe.memory_every": AT_LEAST_0,
     **{f"faults.{k}": AT_LEAST_0 for k in ("kill_after_step", "kill_in_save_after_step", "oom_at_step",
                                            "loss_error_at_step")},
@@ -277,7 +279,8 @@ def choices() -> dict[str, tuple]:
     return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),
             "train.schedule": ("constant", "linear", "cosine"), "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
             "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto"),
-            "observe.profile": ("full", "timing"), "distributed.init_by": ("adapter", "evalkit")}
+            "observe.profile": ("full", "timing"), "distributed.init_by": ("adapter", "evalkit"),
+            "tracking.progress": ("auto", "live", "plain", "quiet")}
 
 
 def validate(cfg: DictConfig) -> list[str]:

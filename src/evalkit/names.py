@@ -50,6 +50,12 @@ RESUMED_AT_STEP, RESUME_UNCHECKED = "evalkit.resumed_at_step", "evalkit.resume_u
 SWEEP_DIR, OVERRIDES = "evalkit.sweep_dir", "evalkit.overrides"
 JOBS, JOBS_FAILED = "evalkit.jobs", "evalkit.jobs_failed"
 SCENARIO = "evalkit.scenario"
+VERDICT_RUN_ID = "evalkit.verdict_run_id"            # on a sweep's parent: the verdict run that judged it
+# MLflow's own tags, read by its UI: a run's or experiment's description (markdown), the experiment's layout
+# ("custom_model_development": the training layout, not the GenAI one), a dataset input's role.
+MLFLOW_NOTE, MLFLOW_EXPERIMENT_KIND = "mlflow.note.content", "mlflow.experimentKind"
+EXPERIMENT_KIND_TRAINING = "custom_model_development"
+MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
 
 # --- metrics (step = optimizer step) -------------------------------------------------------------------------
 TRAIN_LOSS, TRAIN_LR, TRAIN_GRAD_NORM = "train/loss", "train/lr", "train/grad_norm"

@@ -22,6 +22,7 @@ import time
 import uuid
 
 from evalkit import names
+from evalkit.controller.progress import say, time_left
 from evalkit.controller.tracking import display_uri, resolve_uri
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
 from evalkit.trainers import installed_trainers
@@ -38,8 +39,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", default="balanced", help="ranking weights: balanced, research, platform")
     parser.add_argument("--probes", default="all",
                         help="comma-separated probes to run after training (default: all; none: no probe)")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="print only problems, the verdict and where to look")
+    shown.add_argument("--plain", action="store_true",
+                       help="progress as plain lines (the default on a terminal rewrites one line per job; "
+                            "plain is also what a pipe, a log file or CI gets)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every job (after --)")
     args = parser.parse_args(argv)
+    progress = "quiet" if args.quiet else "plain" if args.plain else "auto"
+    if progress != "auto":
+        args.overrides = [f"tracking.progress={progress}", *args.overrides]
+    quiet_hydra = ["hydra/hydra_logging=disabled"] if args.quiet else []   # Hydra's own "Launching ..." lines
     preset = PRESETS["thorough" if args.thorough else "quick"]
     args.seeds = preset.seeds if args.seeds is None else args.seeds
 
@@ -72,33 +82,30 @@ def main(argv: list[str] | None = None) -> int:
     uri = store_uri(args.overrides)
     sweep = f"quick-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     jobs = len(trainers) * args.seeds * len(preset.tasks)
-    print(f"evalkit-eval: {preset.name}: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds x "
-          f"{', '.join(preset.tasks)}), sweep {sweep}, store {display_uri(uri)}", file=sys.stderr, flush=True)
-    print(f"evalkit-eval: plan: {plan_text(jobs, probe_jobs(preset, probes, len(wrappers)))}",
-          file=sys.stderr, flush=True)
+    say(progress, f"evalkit-eval: {preset.name}: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds x "
+                  f"{', '.join(preset.tasks)}), sweep {sweep}, store {display_uri(uri)}")
+    say(progress, f"evalkit-eval: plan: {plan_text(jobs, probe_jobs(preset, probes, len(wrappers)))}")
     command = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "-m",
-               *sweep_overrides(preset, trainers, range(args.seeds), args.overrides)]
+               *sweep_overrides(preset, trainers, range(args.seeds), args.overrides), *quiet_hydra]
     started = time.monotonic()
     train = subprocess.run(command, env={**os.environ, names.SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
     if train.returncode and not jobs_recorded(uri, sweep):
         print(f"evalkit-eval: the training sweep failed before any job was recorded (exit code {train.returncode}, "
               "see above): nothing to judge", file=sys.stderr)
         return train.returncode
-    print(f"evalkit-eval: training done in {time.monotonic() - started:.0f} s"
-          f"{'' if train.returncode == 0 else ' (some jobs failed: see the functional column)'}",
-          file=sys.stderr, flush=True)
+    say(progress, f"evalkit-eval: training done in {time.monotonic() - started:.0f} s"
+                  f"{'' if train.returncode == 0 else ' (some jobs failed: see the functional column)'}")
     probed = 0
     for probe in probes if wrappers else []:
         started, plan = time.monotonic(), plan_for(preset, probe)
-        print(f"evalkit-eval: probe {probe} for {', '.join(wrappers)} in {' and '.join(plan.modes)} mode",
-              file=sys.stderr, flush=True)
-        probe_run = subprocess.run([command[0], "-m", *probe_overrides(probe, plan, wrappers, args.overrides)],
+        say(progress, f"evalkit-eval: probe {probe} for {', '.join(wrappers)} in {' and '.join(plan.modes)} mode")
+        probe_run = subprocess.run([command[0], "-m", *probe_overrides(probe, plan, wrappers, args.overrides),
+                                    *quiet_hydra],
                                    env={**os.environ, names.SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
         probed = probed or probe_run.returncode
-        print(f"evalkit-eval: probe {probe} done in {time.monotonic() - started:.0f} s"
-              f"{'' if probe_run.returncode == 0 else ' (some probes could not run: see above)'}",
-              file=sys.stderr, flush=True)
-    print("evalkit-eval: judging...", file=sys.stderr, flush=True)
+        say(progress, f"evalkit-eval: probe {probe} done in {time.monotonic() - started:.0f} s"
+                      f"{'' if probe_run.returncode == 0 else ' (some probes could not run: see above)'}")
+    say(progress, "evalkit-eval: judging...")
 
     from evalkit.verdict.cli import main as verdict
 
@@ -140,16 +147,12 @@ def plan_text(train_jobs: int, probes: dict[str, tuple[int, int]]) -> str:
     """`12 training jobs (~1 min), semantics 10 runs / 40 jobs (~4 min), ..., then the verdict: about 6 min in
     all`."""
     train = train_jobs * TRAIN_JOB_S
-    parts = [f"{train_jobs} training jobs (~{_minutes(train)})"]
+    parts = [f"{train_jobs} training jobs (~{time_left(train)})"]
     total = train + VERDICT_S
     for probe, (runs, jobs) in probes.items():
-        parts.append(f"{probe} {runs} runs / {jobs} jobs (~{_minutes(jobs * PROBE_JOB_S)})")
+        parts.append(f"{probe} {runs} runs / {jobs} jobs (~{time_left(jobs * PROBE_JOB_S)})")
         total += jobs * PROBE_JOB_S
-    return ", ".join(parts) + f", then the verdict: about {_minutes(total)} in all"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    return ", ".join(parts) + f", then the verdict: about {time_left(total)} in all"
 
 
 def selected_probes(option: str) -> list[str]:

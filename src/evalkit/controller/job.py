@@ -6,6 +6,7 @@ and artifacts and ends the run FINISHED or FAILED with the reason.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -26,8 +27,11 @@ from evalkit.controller import rundir, tracking
 from evalkit.controller.environment import environment_lock, git_commit, hardware_description
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest
 from evalkit.controller.launch import Outcome, WorkerGroup
+from evalkit.controller.progress import JobProgress
 from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
+from evalkit.controller.system_metrics import SystemSampler
+from evalkit.controller.ui import job_description, log_datasets
 from evalkit.secrets import redact
 from evalkit.spool import read_json
 from evalkit.trainers import not_installed
@@ -89,6 +93,9 @@ class Controller:
         self.client = tracking.open_client(self.uri)
         self.run_id = run_id
         self.workers: WorkerGroup | None = None
+        self.started: float | None = None     # when start_run recorded the run (monotonic)
+        self.sampler: SystemSampler | None = None
+        self.progress: JobProgress | None = None
 
     def start_run(self) -> str:
         exp = tracking.experiment_id(self.client, self.cfg.tracking.experiment)
@@ -100,6 +107,8 @@ class Controller:
             tags[names.CONFIG_WARNINGS] = "; ".join(warnings)
         if os.environ.get(names.PARENT_RUN_ENV):
             tags["mlflow.parentRunId"] = os.environ[names.PARENT_RUN_ENV]
+        tags[names.MLFLOW_NOTE] = job_description(self.cfg, "running")
+        self.started = time.monotonic()
         cfg = self.cfg
         name = cfg.run_name or (f"{cfg.trainer.name}-{cfg.task.name}-{cfg.precision.name}"
                                 f"-ws{cfg.distributed.world_size}-s{cfg.seed}")
@@ -128,9 +137,15 @@ class Controller:
             self.client.log_artifact(self.run_id, path, artifact_dir)
 
     def fail(self, reason: str, status: str = "FAILED") -> JobResult:
-        tracking.set_tags(self.client, self.run_id, {names.FAILURE_REASON: one_line(reason)})
+        tracking.set_tags(self.client, self.run_id, {names.FAILURE_REASON: one_line(reason),
+                                                     names.MLFLOW_NOTE: self._note(status, one_line(reason))})
         self.client.set_terminated(self.run_id, status)
         return JobResult(self.run_id, False, reason, status)
+
+    def _note(self, status: str, detail: str = "") -> str:
+        """The run's one-line description: how it ended, after how long (when this controller started it)."""
+        took = f" after {time.monotonic() - self.started:.0f} s" if self.started is not None else ""
+        return job_description(self.cfg, f"{status}{took}" + (f": {detail}" if detail else ""))
 
     def train(self) -> JobResult:
         spool_dir = os.path.join(self.run_dir, "spool")
@@ -149,12 +164,21 @@ class Controller:
         self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr,
                                    cuda=runs_on_cuda(self.cfg), threads=worker_threads(self.cfg),
                                    pin=self.cfg.observe.profile == "timing")
-        self._watch(shipper)
+        self.sampler = SystemSampler(self.cfg.tracking.system_metrics_interval_s).start()
+        cfg = self.cfg
+        self.progress = JobProgress(cfg.tracking.progress, f"{cfg.trainer.name} {cfg.task.name} seed={cfg.seed}",
+                                    cfg.train.max_steps, cfg.tracking.progress_interval_s)
+        try:
+            self._watch(shipper)
+        finally:
+            self.sampler.stop()
         outcome = self.workers.outcome(self.stop.signame)
         with open(os.path.join(self.run_dir, names.EXIT_CODES_FILE), "w") as fh:
             json.dump(dataclasses.asdict(outcome), fh)
         if not outcome.interrupted:
-            return self.ship_and_finish(shipper, outcome)
+            result = self.ship_and_finish(shipper, outcome)
+            self.progress.end(result.status + (f" ({one_line(result.reason, 120)})" if result.reason else ""))
+            return result
         try:
             result = self.ship_and_finish(shipper, outcome)
         except tracking.TrackingUnavailable as exc:
@@ -169,6 +193,7 @@ class Controller:
                 shipper.poll(final=True)
                 if shipper.last_error:
                     raise RuntimeError(shipper.last_error)
+                self._ship_system_metrics()
                 return self._finish(shipper, os.path.join(self.run_dir, "spool"), outcome)
         except Exception as exc:  # noqa: BLE001 - any store failure means the same to the user
             raise tracking.TrackingUnavailable(
@@ -177,8 +202,8 @@ class Controller:
                 f"{self.run_dir}/spool: when the store answers again, run: evalkit-ship {self.run_dir}") from exc
 
     def _watch(self, shipper: Shipper) -> list[int]:
-        interval, progress_every = self.cfg.tracking.flush_interval_s, self.cfg.tracking.progress_interval_s
-        started = last_progress = last_ship = time.monotonic()
+        interval = self.cfg.tracking.flush_interval_s
+        last_ship = time.monotonic()
         # A timed job's records ship when its workers have ended: the controller's store writes would compete
         # with the steps being timed for the same cores.
         timed = self.cfg.observe.profile == "timing"
@@ -187,22 +212,34 @@ class Controller:
                 self.workers.stop()
                 continue
             time.sleep(min(interval, self.POLL_S))   # the workers' end is seen within POLL_S, not a whole interval
-            if time.monotonic() - last_ship < interval or timed:
+            if time.monotonic() - last_ship < interval:
                 continue
             last_ship = time.monotonic()
+            if timed:
+                self.progress.update(None, None, " (timed: its records ship when it ends)")
+                continue
             shipper.poll()
-            if time.monotonic() - last_progress >= progress_every:
-                last_progress = time.monotonic()
-                self._progress(shipper, time.monotonic() - started)
+            if not shipper.last_error:
+                with contextlib.suppress(Exception):   # kept for the next try; the shipper reports the store
+                    self._ship_system_metrics()
+            self._progress(shipper)
         return codes
 
-    def _progress(self, shipper: Shipper, elapsed: float) -> None:
-        last = shipper.steps[-1] if shipper.steps else None
-        where = (f"step {last['step']}/{self.cfg.train.max_steps} loss {last['loss']:.4g}"
-                 if last and last.get("loss") is not None else "starting")
+    def _ship_system_metrics(self) -> None:
+        """The system metrics sampled so far; kept for the next try when the store fails."""
+        if self.sampler is None:
+            return
+        points = self.sampler.take()
+        try:
+            tracking.log_metrics(self.client, self.run_id, points)
+        except Exception:
+            self.sampler.put_back(points)
+            raise
+
+    def _progress(self, shipper: Shipper) -> None:
+        last = shipper.steps[-1] if shipper.steps else {}
         warn = " (tracking store failing: records kept in the spool)" if shipper.last_error else ""
-        print(f"[evalkit] {self.cfg.trainer.name} {self.cfg.task.name} seed={self.cfg.seed}: {where} "
-              f"after {elapsed:.0f}s{warn}", file=sys.stderr, flush=True)
+        self.progress.update(last.get("step"), last.get("loss"), warn)
 
     def _finish(self, shipper: Shipper, spool_dir: str, outcome: Outcome | None) -> JobResult:
         client, run_id, world = self.client, self.run_id, self.cfg.distributed.world_size
@@ -221,6 +258,8 @@ class Controller:
             tags[names.VAL_METRIC] = task["metric"]
             tags[names.VAL_METRIC_HIGHER_IS_BETTER] = str(task["higher_is_better"]).lower()
             tags[names.VAL_METRIC_SCALE] = task.get("scale", "relative")
+        if task.get("datasets"):
+            log_datasets(client, run_id, task["datasets"])
         tracking.set_tags(client, run_id, tags)
         records_dir = os.path.join(self.run_dir, names.RECORDS_DIR)
         metric_name = task.get("metric") or next((v["metric"] for v in shipper.validation_rows()), "metric")
@@ -245,6 +284,9 @@ class Controller:
             return self.fail(f"interrupted by {outcome.interrupted} after step {last}; the records up to it are "
                              "kept", status="KILLED")
         if all(c == 0 for c in outcome.codes):
+            loss = f", final train loss {shipper.steps[-1]['loss']:.4g}" \
+                if shipper.steps and shipper.steps[-1].get("loss") is not None else ""
+            tracking.set_tags(client, run_id, {names.MLFLOW_NOTE: self._note("FINISHED", f"{last} steps{loss}")})
             client.set_terminated(run_id, "FINISHED")
             return JobResult(run_id, True, status="FINISHED")
         return self.fail(failure_reason(outcome, errors))

@@ -14,6 +14,9 @@ from omegaconf import DictConfig
 
 from evalkit import names
 from evalkit.controller import tracking
+from evalkit.controller.progress import POSITION_ENV, hush_libraries, say, time_left
+from evalkit.controller.sweep_summary import summarize
+from evalkit.controller.ui import open_hint, share_views, view_address
 from evalkit.secrets import redact_override
 
 _active: list["SweepCallback"] = []      # the sweep of this process, while it runs (for an interrupt)
@@ -32,40 +35,51 @@ class SweepCallback(Callback):
     def __init__(self) -> None:
         self.client: MlflowClient | None = None
         self.parent_id: str | None = None
+        self.experiment_id: str | None = None
         self.jobs = 0
+        self.overrides = ""
         self.failed = 0
         self.total: int | None = None        # jobs the sweep will run (None: the sweeper did not say)
         self.started = time.monotonic()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        hush_libraries(config.tracking.progress)
         uri = tracking.resolve_uri(config.tracking.uri)
         self.client = tracking.open_client(uri)   # refuses an unusable store first
         sweep_id = os.environ.get(names.SWEEP_NAME_ENV) or \
             f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
+        self.overrides = " ".join(redact_override(o) for o in config.hydra.overrides.task)
         tags = {names.ROLE: names.ROLE_SWEEP, names.SWEEP_ID: sweep_id,
                 names.SWEEP_DIR: os.path.abspath(config.hydra.sweep.dir),
-                names.OVERRIDES: " ".join(redact_override(o) for o in config.hydra.overrides.task)[:5000]}
+                names.OVERRIDES: self.overrides[:5000],
+                names.MLFLOW_NOTE: f"evalkit sweep `{sweep_id}`: `evalkit -m {self.overrides}`, running"}
         adopted = os.environ.pop("MLFLOW_RUN_ID", None)
         if adopted:   # `mlflow run -e sweep` created the run: it becomes the parent
             self.parent_id = adopted
             tracking.set_tags(self.client, adopted, tags)
+            self.experiment_id = self.client.get_run(adopted).info.experiment_id
         else:
-            exp = tracking.experiment_id(self.client, config.tracking.experiment)
+            exp = self.experiment_id = tracking.experiment_id(self.client, config.tracking.experiment)
             self.parent_id = self.client.create_run(exp, run_name=f"sweep-{sweep_id}", tags=tags).info.run_id
         os.environ[names.PARENT_RUN_ENV] = self.parent_id
         os.environ[names.SWEEP_ID_ENV] = sweep_id
         self.sweep_id, self.total, self.started = sweep_id, planned_jobs(config), time.monotonic()
         _active.append(self)
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.parent_id is not None:    # the job's progress line says which job of the sweep it is
+            os.environ[POSITION_ENV] = f"{self.jobs + 1}/{self.total}" if self.total else str(self.jobs + 1)
+
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        os.environ.pop(POSITION_ENV, None)
         if self.parent_id is None:
             return
         self.jobs += 1
         result = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
         if result is None or not getattr(result, "ok", False):
             self.failed += 1
-        print(progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started),
-              file=sys.stderr, flush=True)
+        say(config.tracking.progress,
+            progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is None:
@@ -77,9 +91,31 @@ class SweepCallback(Callback):
     def end(self, status: str, reason: str | None = None) -> None:
         tags = {names.JOBS: self.jobs, names.JOBS_FAILED: self.failed, names.FAILURE_REASON: reason}
         tracking.set_tags(self.client, self.parent_id, tags)
+        views = self._summarize(status, reason)
         self.client.set_terminated(self.parent_id, status)
         os.environ.pop(names.PARENT_RUN_ENV, None)
         os.environ.pop(names.SWEEP_ID_ENV, None)
+        uri, exp = self.client.tracking_uri, self.experiment_id
+        lines = [open_hint(f"sweep {self.sweep_id}", uri, exp, self.parent_id)]
+        if "table" in views:
+            lines.append(f"[evalkit]   its runs with the summary columns: {view_address(uri, exp, views['table'])}")
+        if "charts" in views:
+            lines.append(f"[evalkit]   its wrappers' curves side by side: "
+                         f"{view_address(uri, exp, views['charts'], charts=True)}")
+        print("\n".join(lines), file=sys.stderr, flush=True)
+
+    def _summarize(self, status: str, reason: str | None) -> dict[str, str]:
+        """The parent's summary and description, and the sweep's shared views ({} when the store failed)."""
+        failed = f", {self.failed} failed" if self.failed else ""
+        headline = (f"evalkit sweep `{self.sweep_id}` ({status}{': ' + reason if reason else ''}): {self.jobs} "
+                    f"jobs{failed} in {time.monotonic() - self.started:.0f} s, `evalkit -m {self.overrides}`")
+        try:
+            columns, trained = summarize(self.client, self.parent_id, headline)
+            return share_views(self.client, self.experiment_id, self.sweep_id, columns, charts=trained)
+        except Exception as exc:  # noqa: BLE001 - a summary is a courtesy: the jobs' records are what count
+            print(f"[evalkit] sweep {self.sweep_id}: no summary on its parent run ({tracking.describe_failure(exc)})",
+                  file=sys.stderr, flush=True)
+            return {}
 
 
 def planned_jobs(config: DictConfig) -> int | None:
@@ -101,5 +137,5 @@ def progress_line(sweep_id: str, done: int, total: int | None, failed: int, elap
     """`[evalkit] sweep <id>: 3/12 jobs done (1 failed) in 25 s, about 75 s left`."""
     counted = f"{done}/{total}" if total else str(done)
     failures = f" ({failed} failed)" if failed else ""
-    left = f", about {elapsed_s / done * (total - done):.0f} s left" if total and done < total else ""
+    left = f", about {time_left(elapsed_s / done * (total - done))} left" if total and done < total else ""
     return f"[evalkit] sweep {sweep_id}: {counted} jobs done{failures} in {elapsed_s:.0f} s{left}"

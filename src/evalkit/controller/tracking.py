@@ -19,6 +19,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from evalkit.controller.ui import mark_experiment
 from evalkit.controller.writable import write_problem
 from evalkit.secrets import mask_url_passwords, redact
 
@@ -223,15 +224,19 @@ def quiet_store_logs() -> Iterator[None]:
 
 
 def experiment_id(client: MlflowClient, name: str) -> str:
+    """The experiment `name` (created, or restored when deleted), marked for MLflow's training layout."""
     found = client.get_experiment_by_name(name)
     if found is not None:
         if found.lifecycle_stage == "deleted":
             client.restore_experiment(found.experiment_id)
-        return found.experiment_id
-    try:
-        return client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri, name))
-    except Exception:  # noqa: BLE001 - a parallel job created it first
-        return client.get_experiment_by_name(name).experiment_id
+        exp = found.experiment_id
+    else:
+        try:
+            exp = client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri, name))
+        except Exception:  # noqa: BLE001 - a parallel job created it first
+            exp = client.get_experiment_by_name(name).experiment_id
+    mark_experiment(client, exp)
+    return exp
 
 
 def artifact_location(uri: str, experiment: str) -> str | None:

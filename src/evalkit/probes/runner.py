@@ -22,6 +22,7 @@ from evalkit import names
 from evalkit.config import validate
 from evalkit.controller import tracking
 from evalkit.controller.job import JobResult, run_job, run_tags
+from evalkit.controller.progress import say
 from evalkit.probes.base import PlannedJob, Probe
 from evalkit.probes.evidence import JobEvidence, load_job, save_fixture
 from evalkit.probes.findings import ProbeResult
@@ -83,6 +84,7 @@ class ProbeRun:
                      names.SEED: None, names.REPEAT: None, names.WORLD_SIZE: None, names.VAL_METRIC_MARGIN: None})
         if os.environ.get(names.PARENT_RUN_ENV):
             tags["mlflow.parentRunId"] = os.environ[names.PARENT_RUN_ENV]
+        tags[names.MLFLOW_NOTE] = self.note("running")
         name = f"probe-{probe.name}-{cfg.trainer.name}-{cfg.trainer.mode}"
         adopted = os.environ.pop("MLFLOW_RUN_ID", None) if not os.environ.get(names.PARENT_RUN_ENV) else None
         if adopted:   # `mlflow run` created the run for this entry point: the probe records into it
@@ -96,6 +98,10 @@ class ProbeRun:
             {"probe": OmegaConf.to_container(cfg.probe), "trainer": OmegaConf.to_container(cfg.trainer),
              "seed": cfg.seed, "hardware": cfg.hardware.name}))
         return self.run_id
+
+    def note(self, outcome: str) -> str:
+        """The probe run's description in one line."""
+        return f"{self.cfg.trainer.name} ({self.cfg.trainer.mode}) under the {self.probe.name} probe: {outcome}"
 
     def run_jobs(self) -> tuple[list[JobEvidence], list[str]]:
         """Every planned job, phase after phase, each recorded as a child run and read back from the store."""
@@ -123,8 +129,8 @@ class ProbeRun:
         problems = validate(child)
         if problems:
             raise ValueError(f"the {self.probe.name} probe's job {job.name} has an invalid config: {problems[0]}")
-        print(f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: job {job.name}",
-              file=sys.stderr, flush=True)
+        say(self.cfg.tracking.progress,
+            f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: job {job.name}")
         result: JobResult = run_job(child, os.path.join(self.run_dir, job.name), role=names.ROLE_PROBE_JOB)
         return load_job(self.client, result.run_id, job.name)
 
@@ -134,8 +140,8 @@ class ProbeRun:
         measure = getattr(self.probe, "measure", None)
         if not callable(measure):
             return None
-        print(f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: measuring",
-              file=sys.stderr, flush=True)
+        say(self.cfg.tracking.progress,
+            f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: measuring")
         return measure(self.cfg)
 
     def record(self, result: ProbeResult, jobs: list[JobEvidence], measured: dict | None = None) -> None:
@@ -145,7 +151,9 @@ class ProbeRun:
                    if v is not None]
         tracking.log_metrics(client, run_id, points)
         tags = {names.probe_reason(dim): result.reason or None, names.probe_status(dim): result.status,
-                names.probe_headline(dim): result.headline or None}
+                names.probe_headline(dim): result.headline or None,
+                names.MLFLOW_NOTE: self.note(" · ".join(t for t in (result.status, result.headline, result.reason) if t)
+                                             + f"; every finding in the artifact {names.PROBE_ARTIFACT_DIR}/{dim}.md")}
         versions = next((j.tags for j in jobs if j.tags.get(names.WRAPPER_VERSION)), {})
         for key in (names.WRAPPER_VERSION, names.TORCH_VERSION):
             tags[key] = versions.get(key)
@@ -178,13 +186,16 @@ def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
         result.notes = notes + result.notes
         runner.record(result, jobs, measured)
     except KeyboardInterrupt:
-        tracking.set_tags(runner.client, run_id, {names.FAILURE_REASON: "interrupted"})
+        tracking.set_tags(runner.client, run_id, {names.FAILURE_REASON: "interrupted",
+                                                  names.MLFLOW_NOTE: runner.note("KILLED (interrupted)")})
         runner.client.set_terminated(run_id, "KILLED")
         raise
     except Exception as exc:  # noqa: BLE001 - the probe run records why it could not judge, with the traceback
         reason = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
-        tracking.set_tags(runner.client, run_id, {names.FAILURE_REASON: " ".join(reason.split())[:500]})
+        short = " ".join(reason.split())[:500]
+        tracking.set_tags(runner.client, run_id, {names.FAILURE_REASON: short,
+                                                  names.MLFLOW_NOTE: runner.note(f"FAILED: {short}")})
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "probe_traceback.txt")
             with open(path, "w") as fh:

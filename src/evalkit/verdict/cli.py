@@ -141,8 +141,12 @@ def run(args) -> int:
             files.write(args.out)
             print(f"report written to {args.out}/verdict.html", file=sys.stderr)
         if not args.no_log:
+            from evalkit.controller.ui import open_hint
+
             run_id = log_verdict_run(client, exp_id, files, verdict, inputs)
             print(f"verdict logged as MLflow run {run_id}", file=sys.stderr)
+            print(open_hint("the verdict (report under its artifacts, verdict/verdict.html)", uri, exp_id, run_id),
+                  file=sys.stderr)
     if failures:
         print("\nCI gate failed (--fail-on):\n" + "\n".join(f"  - {f}" for f in failures), file=sys.stderr)
         return EXIT_GATE

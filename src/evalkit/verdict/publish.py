@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from evalkit.verdict.build import Verdict
 from evalkit.verdict.dimensions import DIMENSIONS, FAIL
 from evalkit.verdict.figure import Plot
 from evalkit.verdict.plots import all_plots
-from evalkit.verdict.report import blocks, render_html, render_markdown
+from evalkit.verdict.report import blocks, render_html, render_markdown, summary_blocks
 from evalkit.verdict.serialize import verdict_dict
 
 TITLE = "evalkit verdict"
@@ -63,7 +64,41 @@ def log_verdict_run(client, experiment_id: str, files: ReportFiles, verdict: Ver
         client.set_terminated(run_id, "FAILED")
         raise
     client.set_terminated(run_id, "FINISHED")
+    try:
+        link_sweeps(client, experiment_id, run_id, verdict, inputs)
+    except Exception as exc:  # noqa: BLE001 - the verdict run is recorded; the links are a courtesy
+        print(f"note: the verdict run {run_id} is recorded, but the sweep runs' descriptions could not be updated "
+              f"({type(exc).__name__}: {str(exc)[:200]})", file=sys.stderr)
     return run_id
+
+
+def judged_sweeps(client, experiment_id: str, inputs: dict) -> list[str]:
+    """The parent runs of what the verdict judged: the one asked for, else every parent of the sweep id
+    (`evalkit-eval` runs the training sweep and each probe as sweeps of one id); none for a whole experiment."""
+    if inputs.get("parent_run_id"):
+        return [inputs["parent_run_id"]]
+    if not inputs.get("sweep_id"):
+        return []
+    query = f"tags.`{names.ROLE}` = '{names.ROLE_SWEEP}' and tags.`{names.SWEEP_ID}` = '{inputs['sweep_id']}'"
+    return [r.info.run_id for r in client.search_runs([experiment_id], query, max_results=1000)]
+
+
+def link_sweeps(client, experiment_id: str, run_id: str, verdict: Verdict, inputs: dict) -> None:
+    """The verdict table on top of each judged sweep's description, linking the verdict run, whose own
+    description links those sweeps back."""
+    from evalkit.controller import tracking
+    from evalkit.controller.sweep_summary import fit, put_verdict
+
+    summary = render_markdown(None, summary_blocks(verdict)).strip()
+    link = lambda rid, text: f"[{text}](#/experiments/{experiment_id}/runs/{rid})"  # noqa: E731
+    parents = judged_sweeps(client, experiment_id, inputs)
+    for parent in parents:
+        put_verdict(client, parent, f"{summary}\n\nThe full report: {link(run_id, 'the verdict run')}, "
+                                    "artifact verdict/verdict.html.", run_id)
+    judged = ", ".join(link(p, f"sweep run {p[:8]}") for p in parents) or f"experiment {experiment_id}"
+    tracking.set_tags(client, run_id, {names.MLFLOW_NOTE: fit(
+        f"Verdict (scenario {verdict.options.scenario}) of {judged}; the full report is the artifact "
+        f"verdict/verdict.html.\n\n{summary}")})
 
 
 def _params(verdict: Verdict):

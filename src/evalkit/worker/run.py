@@ -31,6 +31,7 @@ from evalkit.observe.observer import Observer
 from evalkit.secrets import redact
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
+from evalkit.tasks.datasets import describe as describe_data
 from evalkit.tasks.schemas import builder_arguments
 from evalkit.trainers import not_installed
 from evalkit.worker.faults import FaultInjector
@@ -150,7 +151,9 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         if rank == 0:
             spool.write_json("task.json", {"metric": task.metric.name,
                                            "higher_is_better": task.metric.higher_is_better,
-                                           "scale": task.metric.scale})
+                                           "scale": task.metric.scale,
+                                           "datasets": describe_data(task, cfg.task._target_, cfg.seed,
+                                                                     builder_arguments(cfg.task))})
         observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
                             sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
                             resuming=bool(spec.get("resume_from")), import_rss=import_rss,
