@@ -60,3 +60,23 @@ def test_each_preset_plans_every_probe_with_its_own_settings():
         "probe=stability", "trainer=fabric", "trainer.mode=aligned", "probe.world_sizes=[1]"]
     assert "probe.long_steps=3000" in plan_for(THOROUGH, "stability").settings
     assert plan_for(THOROUGH, "stability").modes == plan_for(THOROUGH, "functional").modes == ("aligned", "defaults")
+
+
+def test_evalkit_eval_quiet_hands_quiet_to_every_sweep_and_prints_no_progress(monkeypatch, capsys):
+    import subprocess
+
+    from evalkit import quick
+    from evalkit.verdict import cli as verdict_cli
+
+    commands = []
+    monkeypatch.setattr(quick.subprocess, "run", lambda cmd, **kw: commands.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(verdict_cli, "main", lambda argv: 0)
+    assert quick.main(["--quiet", "--trainers", "baseline", "--seeds", "1", "--probes", "none"]) == 0
+    (sweep,) = commands
+    assert "tracking.progress=quiet" in sweep and sweep[-1] == "hydra/hydra_logging=disabled"
+    assert "evalkit-eval:" not in capsys.readouterr().err           # no plan, no "training done", no "judging"
+    commands.clear()
+    assert quick.main(["--plain", "--trainers", "baseline", "--seeds", "1", "--probes", "none"]) == 0
+    assert "tracking.progress=plain" in commands[0] and "hydra/hydra_logging=disabled" not in commands[0]
+    assert "evalkit-eval: plan:" in capsys.readouterr().err

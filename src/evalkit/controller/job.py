@@ -220,7 +220,8 @@ class Controller:
                 continue
             shipper.poll()
             if not shipper.last_error:
-                with contextlib.suppress(Exception):   # kept for the next try; the shipper reports the store
+                # kept for the next try; the shipper reports a failing store, once, not MLflow per call
+                with contextlib.suppress(Exception), tracking.quiet_store_logs():
                     self._ship_system_metrics()
             self._progress(shipper)
         return codes
