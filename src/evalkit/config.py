@@ -144,6 +144,13 @@ class MaintenanceLimits:
 
 
 @dataclass
+class SweepConfig:
+    # Re-running a sweep with resume=true skips every job whose resolved config (tracking settings aside, its
+    # fingerprint) already has a FINISHED run in the store; FAILED and KILLED ones run again.
+    resume: bool = False
+
+
+@dataclass
 class ProbeConfig:
     """`probe=<name>` runs a probe (its jobs are child runs of one probe run) instead of one plain job."""
 
@@ -174,6 +181,7 @@ class EvalkitConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     observe: ObserveConfig = field(default_factory=ObserveConfig)
     probe: ProbeConfig = field(default_factory=ProbeConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
     seed: int = 0
     repeat: int = 0                  # repeat index: same seed, run again (noise of the machine)

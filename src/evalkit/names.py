@@ -50,6 +50,9 @@ RESUMED_AT_STEP, RESUME_UNCHECKED = "evalkit.resumed_at_step", "evalkit.resume_u
 SWEEP_DIR, OVERRIDES = "evalkit.sweep_dir", "evalkit.overrides"
 JOBS, JOBS_FAILED = "evalkit.jobs", "evalkit.jobs_failed"
 SCENARIO = "evalkit.scenario"
+FINGERPRINT = "evalkit.fingerprint"                  # a job's resolved config, tracking settings aside (hash)
+JOBS_REUSED = "evalkit.jobs_reused"                  # on a resumed sweep's parent: jobs whose earlier run it kept
+REUSED_RUNS_ARTIFACT = "sweep/reused_runs.json"      # ... and those runs' ids (the verdict reads them with the sweep)
 VERDICT_RUN_ID = "evalkit.verdict_run_id"            # on a sweep's parent: the verdict run that judged it
 # MLflow's own tags, read by its UI: a run's or experiment's description (markdown), the experiment's layout
 # ("custom_model_development": the training layout, not the GenAI one), a dataset input's role.

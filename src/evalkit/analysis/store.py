@@ -90,7 +90,27 @@ def search_records(
             token = page.token
             if not token:
                 break
+    if sweep_id or parent_run_id:
+        seen = {r.run_id for r in records}
+        records += [_record(client.get_run(run_id)) for run_id in reused_runs(client, exp_id, sweep_id, parent_run_id)
+                    if run_id not in seen]
     return records
+
+
+def reused_runs(client, exp_id: str, sweep_id: str | None, parent_run_id: str | None) -> list[str]:
+    """The runs of earlier sweeps that the chosen sweep (or parent run) kept with `sweep.resume=true`: they are
+    part of it, though their parent and sweep id are the earlier sweep's."""
+    if parent_run_id:
+        parents = [client.get_run(parent_run_id)]
+    else:
+        query = f"tags.\"{names.ROLE}\" = '{names.ROLE_SWEEP}' AND tags.\"{names.SWEEP_ID}\" = '{_quote(sweep_id)}'"
+        parents = client.search_runs([exp_id], query, max_results=1000)
+    found: list[str] = []
+    for parent in parents:
+        if int(parent.data.tags.get(names.JOBS_REUSED, "0") or 0):
+            path = client.download_artifacts(parent.info.run_id, names.REUSED_RUNS_ARTIFACT)
+            found += json.loads(Path(path).read_text())
+    return list(dict.fromkeys(found))
 
 
 def _record(run) -> RunRecord:

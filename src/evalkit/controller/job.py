@@ -30,6 +30,7 @@ from evalkit.controller.launch import Outcome, WorkerGroup
 from evalkit.controller.progress import JobProgress
 from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
+from evalkit.controller.sweep_resume import fingerprint, finished_run
 from evalkit.controller.system_metrics import SystemSampler
 from evalkit.controller.ui import job_description, log_datasets
 from evalkit.secrets import redact
@@ -43,6 +44,7 @@ class JobResult:
     ok: bool
     reason: str = ""
     status: str = ""             # the run's end: FINISHED, FAILED or KILLED
+    reused: bool = False         # a resumed sweep kept this earlier FINISHED run instead of running the job
 
 
 def caliber(cfg: DictConfig) -> str:
@@ -78,6 +80,7 @@ def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) 
         names.REQUESTED_PRECISION: cfg.precision.name,
         names.WORLD_SIZE: cfg.distributed.world_size, names.HARDWARE: cfg.hardware.name,
         names.SWEEP_ID: sweep_id, names.VAL_METRIC_MARGIN: cfg.task.metric_margin,
+        names.FINGERPRINT: fingerprint(cfg),
         "mlflow.source.git.commit": git_commit(os.path.dirname(os.path.abspath(__file__))),
     }
 
@@ -380,11 +383,29 @@ def worker_threads(cfg: DictConfig) -> int:
     return cfg.hardware.threads or max(1, (os.cpu_count() or 1) // cfg.distributed.world_size)
 
 
+def reuse_finished(cfg: DictConfig, role: str) -> JobResult | None:
+    """With `sweep.resume=true`: the FINISHED run of this very job (same fingerprint) when the store has one."""
+    if not cfg.sweep.resume:
+        return None
+    client = tracking.open_client(tracking.resolve_uri(cfg.tracking.uri))
+    exp = tracking.experiment_id(client, cfg.tracking.experiment)
+    run_id = finished_run(client, exp, fingerprint(cfg), role)
+    if run_id is None:
+        return None
+    print(f"[evalkit] sweep.resume: {cfg.trainer.name} {cfg.task.name} seed={cfg.seed} already FINISHED as run "
+          f"{run_id} (same fingerprint): reused, not run again", file=sys.stderr, flush=True)
+    return JobResult(run_id, True, status="FINISHED", reused=True)
+
+
 def run_job(cfg: DictConfig, run_dir: str, role: str = names.ROLE_JOB) -> JobResult:
     """Run one job end to end. Never raises for a training failure: the run records it. Raises RunDirBusy
     when another job holds `run_dir`, and `Interrupted` after recording the run on SIGINT/SIGTERM. `role`:
     the run's `evalkit.role` (a probe's jobs are `probe_job`)."""
     cfg.hardware.threads = worker_threads(cfg)   # recorded as resolved: params, caliber and the workers agree
+    if role == names.ROLE_JOB:
+        reused = reuse_finished(cfg, role)
+        if reused is not None:
+            return reused
     claim = rundir.claim_fresh(run_dir)
     if claim.archived:
         print(f"[evalkit] {run_dir} held an earlier job's files: moved to {claim.archived}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """A Hydra callback that gives a multirun one MLflow parent run, with every job nested under it."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -38,6 +39,7 @@ class SweepCallback(Callback):
         self.experiment_id: str | None = None
         self.jobs = 0
         self.overrides = ""
+        self.reused: list[str] = []          # runs of earlier sweeps kept by sweep.resume
         self.failed = 0
         self.total: int | None = None        # jobs the sweep will run (None: the sweeper did not say)
         self.started = time.monotonic()
@@ -78,6 +80,8 @@ class SweepCallback(Callback):
         result = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
         if result is None or not getattr(result, "ok", False):
             self.failed += 1
+        elif getattr(result, "reused", False):
+            self.reused.append(result.run_id)
         say(config.tracking.progress,
             progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started))
 
@@ -89,7 +93,10 @@ class SweepCallback(Callback):
         self.end("FAILED" if self.failed else "FINISHED")
 
     def end(self, status: str, reason: str | None = None) -> None:
-        tags = {names.JOBS: self.jobs, names.JOBS_FAILED: self.failed, names.FAILURE_REASON: reason}
+        tags = {names.JOBS: self.jobs, names.JOBS_FAILED: self.failed, names.FAILURE_REASON: reason,
+                names.JOBS_REUSED: len(self.reused)}
+        if self.reused:     # the list first: a reader that sees the count finds it
+            self.client.log_text(self.parent_id, json.dumps(self.reused), names.REUSED_RUNS_ARTIFACT)
         tracking.set_tags(self.client, self.parent_id, tags)
         views = self._summarize(status, reason)
         self.client.set_terminated(self.parent_id, status)
@@ -107,10 +114,11 @@ class SweepCallback(Callback):
     def _summarize(self, status: str, reason: str | None) -> dict[str, str]:
         """The parent's summary and description, and the sweep's shared views ({} when the store failed)."""
         failed = f", {self.failed} failed" if self.failed else ""
+        reused = f", {len(self.reused)} reused from earlier sweeps (FINISHED, same fingerprint)" if self.reused else ""
         headline = (f"evalkit sweep `{self.sweep_id}` ({status}{': ' + reason if reason else ''}): {self.jobs} "
-                    f"jobs{failed} in {time.monotonic() - self.started:.0f} s, `evalkit -m {self.overrides}`")
+                    f"jobs{failed}{reused} in {time.monotonic() - self.started:.0f} s, `evalkit -m {self.overrides}`")
         try:
-            columns, trained = summarize(self.client, self.parent_id, headline)
+            columns, trained = summarize(self.client, self.parent_id, headline, self.reused)
             return share_views(self.client, self.experiment_id, self.sweep_id, columns, charts=trained)
         except Exception as exc:  # noqa: BLE001 - a summary is a courtesy: the jobs' records are what count
             print(f"[evalkit] sweep {self.sweep_id}: no summary on its parent run ({tracking.describe_failure(exc)})",

@@ -76,11 +76,12 @@ def probe_summary(runs: list[Run]) -> tuple[dict[str, float], list[str]]:
     return metrics, lines
 
 
-def summarize(client: MlflowClient, parent_id: str, headline: str) -> tuple[list[str], bool]:
+def summarize(client: MlflowClient, parent_id: str, headline: str,
+              reused: list[str] = ()) -> tuple[list[str], bool]:
     """Log the summary metrics on the parent and make its description `headline` and the tables; a verdict
     section already there stays on top. Returns (the summary metrics worth a column, whether the sweep ran
-    training jobs)."""
-    runs = children(client, parent_id)
+    training jobs). `reused`: runs of earlier sweeps this one kept (`sweep.resume`), summarized with its own."""
+    runs = children(client, parent_id) + [client.get_run(r) for r in reused]
     jobs = [r for r in runs if r.data.tags.get(names.ROLE) != names.ROLE_PROBE]
     probes = [r for r in runs if r.data.tags.get(names.ROLE) == names.ROLE_PROBE]
     metrics: dict[str, float] = {}
@@ -90,6 +91,10 @@ def summarize(client: MlflowClient, parent_id: str, headline: str) -> tuple[list
             found, lines = summary(chosen)
             metrics.update(found)
             parts.append("\n".join(lines))
+    if reused:
+        exp = client.get_run(parent_id).info.experiment_id
+        parts.append("Reused from earlier sweeps: " + ", ".join(f"[{r[:8]}](#/experiments/{exp}/runs/{r})"
+                                                                 for r in reused))
     tracking.log_metrics(client, parent_id, [tracking.metric(k, v, 0) for k, v in metrics.items()])
     note = JOBS_HEADING + "\n\n" + "\n\n".join(parts)
     verdict = verdict_section(client.get_run(parent_id).data.tags.get(names.MLFLOW_NOTE, ""))

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalkit import names
 from evalkit.config import validate
 from evalkit.controller import tracking
-from evalkit.controller.job import JobResult, run_job, run_tags
+from evalkit.controller.job import JobResult, reuse_finished, run_job, run_tags
 from evalkit.controller.progress import say
 from evalkit.probes.base import PlannedJob, Probe
 from evalkit.probes.evidence import JobEvidence, load_job, save_fixture
@@ -177,6 +177,9 @@ class ProbeRun:
 def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
     """Run the probe `cfg.probe.name` for `cfg.trainer` end to end; the probe run ends FINISHED when the judge
     ran (whatever it found), FAILED when the probe itself could not run, KILLED on an interrupt."""
+    reused = reuse_finished(cfg, names.ROLE_PROBE)
+    if reused is not None:
+        return reused
     runner = ProbeRun(cfg, run_dir)
     run_id = runner.start()
     try:

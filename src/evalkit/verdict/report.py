@@ -317,7 +317,8 @@ def render_markdown(title: str | None, parts: list[Block], plot_dir: str = "plot
 
 
 CSS = ("body{font-family:system-ui,sans-serif;margin:1em 2em;max-width:1400px}"
-       "h1,h2,h3,p,li{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}h2{margin-top:1.4em}h3{font-size:1em;margin:1em 0 .3em}"
+       "h1,h2,h3,p,li{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}"
+       "h2{margin-top:1.4em}h3{font-size:1em;margin:1em 0 .3em}"
        "p.caption{color:#444;font-size:13px;max-width:900px}"
        "@media (max-width:700px){body{margin:.5em}td,th{font-size:12px}}"
        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
