@@ -21,7 +21,8 @@ CHILD = textwrap.dedent("""
     import torch
     from evalkit.worker.faults import FaultInjector
     ckpt, how = sys.argv[1], sys.argv[2]
-    faults = SimpleNamespace(kill_after_step=0, kill_in_save_after_step=3, oom_at_step=0, loss_error_at_step=0)
+    faults = SimpleNamespace(kill_after_step=0, kill_in_save_after_step=3, oom_at_step=0, loss_error_at_step=0,
+                             disk_full_at_step=0)
     step = [3]
     FaultInjector(faults, torch.nn.Linear(2, 2), torch.nn.MSELoss(), lambda: step[0], lambda: None, ckpt)
     state = {"w": torch.arange(4096.0)}
@@ -66,7 +67,8 @@ def test_a_kill_inside_a_checkpoint_write_leaves_half_the_bytes(tmp_path, how):
 def test_oom_and_loss_errors_are_raised_at_their_step_through_hooks_then_removed():
     model, loss_fn = torch.nn.Linear(2, 1), torch.nn.MSELoss()
     step = [0]
-    faults = SimpleNamespace(kill_after_step=0, kill_in_save_after_step=0, oom_at_step=2, loss_error_at_step=3)
+    faults = SimpleNamespace(kill_after_step=0, kill_in_save_after_step=0, oom_at_step=2, loss_error_at_step=3,
+                             disk_full_at_step=0)
     injector = FaultInjector(faults, model, loss_fn, lambda: step[0], lambda: None)
     x, y = torch.ones(4, 2), torch.ones(4, 1)
     loss_fn(model(x), y).backward()                      # step 1 trains

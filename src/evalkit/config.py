@@ -112,6 +112,7 @@ class FaultsConfig:
     kill_in_save_after_step: int = 0  # SIGKILL halfway through the first torch.save after this step
     oom_at_step: int = 0             # torch.OutOfMemoryError raised in the model's forward during this step
     loss_error_at_step: int = 0      # an exception raised in the loss function during this step
+    disk_full_at_step: int = 0       # the spool's device full from this step on (its write fails with ENOSPC)
 
 
 @dataclass
@@ -264,7 +265,7 @@ RANGES: dict[str, Range] = {
     "tracking.progress_interval_s": POSITIVE, "tracking.system_metrics_interval_s": AT_LEAST_0,
     "observe.warmup_steps": AT_LEAST_0, "observe.memory_every": AT_LEAST_0,
     **{f"faults.{k}": AT_LEAST_0 for k in ("kill_after_step", "kill_in_save_after_step", "oom_at_step",
-                                           "loss_error_at_step")},
+                                           "loss_error_at_step", "disk_full_at_step")},
     "probe.world_sizes": Range(1, items=True),
     "probe.repeats": AT_LEAST_1, "probe.widths": Range(1, items=True), "probe.steps": AT_LEAST_1,
     "probe.seeds": AT_LEAST_1, "probe.long_steps": AT_LEAST_0, "probe.leak_kb_per_1k_steps": AT_LEAST_0,

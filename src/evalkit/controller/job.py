@@ -33,6 +33,7 @@ from evalkit.controller.ship import Shipper
 from evalkit.controller.sweep_resume import fingerprint, finished_run
 from evalkit.controller.system_metrics import SystemSampler
 from evalkit.controller.ui import job_description, log_datasets
+from evalkit.controller.writable import space_problem
 from evalkit.secrets import redact
 from evalkit.spool import read_json
 from evalkit.trainers import not_installed
@@ -176,8 +177,11 @@ class Controller:
         finally:
             self.sampler.stop()
         outcome = self.workers.outcome(self.stop.signame)
-        with open(os.path.join(self.run_dir, names.EXIT_CODES_FILE), "w") as fh:
-            json.dump(dataclasses.asdict(outcome), fh)
+        try:
+            with open(os.path.join(self.run_dir, names.EXIT_CODES_FILE), "w") as fh:
+                json.dump(dataclasses.asdict(outcome), fh)
+        except OSError:   # a full disk: the outcome is in hand (evalkit-ship, later, reads it from the spool)
+            pass
         if not outcome.interrupted:
             result = self.ship_and_finish(shipper, outcome)
             self.progress.end(result.status + (f" ({one_line(result.reason, 120)})" if result.reason else ""))
@@ -265,10 +269,14 @@ class Controller:
         if task.get("datasets"):
             log_datasets(client, run_id, task["datasets"])
         tracking.set_tags(client, run_id, tags)
-        records_dir = os.path.join(self.run_dir, names.RECORDS_DIR)
         metric_name = task.get("metric") or next((v["metric"] for v in shipper.validation_rows()), "metric")
-        for path in shipper.write_csvs(records_dir, metric_name):
-            client.log_artifact(run_id, path, names.RECORDS_DIR)
+        with tempfile.TemporaryDirectory(prefix="evalkit-records-") as elsewhere:
+            try:
+                paths = shipper.write_csvs(os.path.join(self.run_dir, names.RECORDS_DIR), metric_name)
+            except OSError:   # the run directory's disk is full: the CSVs are written elsewhere to be logged
+                paths = shipper.write_csvs(elsewhere, metric_name)
+            for path in paths:
+                client.log_artifact(run_id, path, names.RECORDS_DIR)
         for name in ["effective_config.json", "versions.json"] + [f"summary_rank{r}.json" for r in range(world)]:
             if os.path.exists(os.path.join(spool_dir, name)):
                 client.log_artifact(run_id, os.path.join(spool_dir, name), "evalkit")
@@ -293,7 +301,12 @@ class Controller:
             tracking.set_tags(client, run_id, {names.MLFLOW_NOTE: self._note("FINISHED", f"{last} steps{loss}")})
             client.set_terminated(run_id, "FINISHED")
             return JobResult(run_id, True, status="FINISHED")
-        return self.fail(failure_reason(outcome, errors))
+        reason = failure_reason(outcome, errors)
+        full = space_problem(spool_dir) if reason.startswith("worker exited with codes") else None
+        if full:          # the worker could not even write its error: the disk says why
+            reason = (f"the disk is full ({full}): the worker could write no more records and no error; every step "
+                      f"up to {last} is recorded: free space there and run the job again")
+        return self.fail(reason)
 
     def _log_summaries(self, summaries: list[dict | None]) -> None:
         points = []

@@ -2,6 +2,7 @@
 ACLs decide, and `os.access` sees none of them the way the write will)."""
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 
@@ -19,4 +20,18 @@ def write_problem(folder: str) -> str | None:
             pass
     except OSError as exc:
         return f"{target}: {exc.strerror or exc}"
+    return None
+
+
+def space_problem(folder: str) -> str | None:
+    """'<folder>: No space left on device' when 64 KiB cannot be written there (a full disk, a quota); None
+    otherwise (other failures are not this question's)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder) as fh:
+            fh.write(b"\0" * 65536)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"{folder}: {exc.strerror}"
     return None

@@ -12,7 +12,9 @@ as the observer does (`Observer.step`):
   killed halfway through its next write of a file under the checkpoint directory or the temporary directory
   (where fsspec's transactions stage a file before moving it into place) instead (`open` watched until then);
 - `oom_at_step=k`: torch.OutOfMemoryError raised by a model forward hook in the first training forward of step k;
-- `loss_error_at_step=k`: a RuntimeError raised by a forward pre hook of the task's loss module during step k.
+- `loss_error_at_step=k`: a RuntimeError raised by a forward pre hook of the task's loss module during step k;
+- `disk_full_at_step=k`: from the first training forward of step k the spool's device is full: the write of step
+  k's records lands half, then fails with ENOSPC (`SpoolWriter.fill_device`).
 """
 from __future__ import annotations
 
@@ -31,13 +33,14 @@ INJECTED = "injected by evalkit"
 
 class FaultInjector:
     def __init__(self, faults: Any, model: torch.nn.Module, loss_fn: torch.nn.Module, step: Callable[[], int],
-                 flush: Callable[[], None], ckpt_dir: str | None = None):
-        self.faults, self.step, self.flush = faults, step, flush
+                 flush: Callable[[], None], ckpt_dir: str | None = None,
+                 fill_device: Callable[[], None] | None = None):
+        self.faults, self.step, self.flush, self.fill_device = faults, step, flush, fill_device
         self.ckpt_dir = os.path.realpath(ckpt_dir) if ckpt_dir else None
         self._handles: list = []
         self._original_save = None
         self._original_open = None
-        if faults.kill_after_step or faults.oom_at_step:
+        if faults.kill_after_step or faults.oom_at_step or faults.disk_full_at_step:
             self._handles.append(model.register_forward_pre_hook(self._on_forward_pre))
         if faults.oom_at_step:
             self._handles.append(model.register_forward_hook(self._on_forward))
@@ -72,6 +75,12 @@ class FaultInjector:
         after = self.faults.kill_after_step
         if after and torch.is_grad_enabled() and self.step() >= after:
             self._kill(f"after optimizer step {self.step()}")
+        full = self.faults.disk_full_at_step
+        if full and self.fill_device and torch.is_grad_enabled() and self.step() == full - 1:
+            print(f"[evalkit] fault {INJECTED}: the spool's device is full from step {full}", file=sys.stderr,
+                  flush=True)
+            self.fill_device()
+            self.fill_device = None
 
     def _on_forward(self, module, args, output) -> None:
         at = self.faults.oom_at_step

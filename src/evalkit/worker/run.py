@@ -160,7 +160,7 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                             profile=cfg.observe.profile, ckpt_dir=spec["ckpt_dir"] if rank == 0 else None,
                             memory_every=cfg.observe.memory_every, job_dir=job_dir).attach()
         faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush,
-                               spec["ckpt_dir"])
+                               spec["ckpt_dir"], fill_device=spool.fill_device)
         loads = LoadWatch() if spec.get("resume_from") else None
         if cfg.distributed.init_by == "evalkit":
             init_process_group(device)
@@ -187,7 +187,8 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         if observer is not None:
             with contextlib.suppress(Exception):    # the steps seen so far; a broken device may refuse
                 observer.flush()
-        spool.flush()
+        with contextlib.suppress(OSError):          # a full device refuses them (SpoolFull): the failure says so
+            spool.flush()
         with open(os.path.join(spec["spool_dir"], f"error_rank{rank}.txt"), "w") as fh:
             fh.write(f"{error_summary(exc)}\n\n{traceback.format_exc()}")
         traceback.print_exc()
