@@ -58,7 +58,7 @@ class SweepCallback(Callback):
         adopted = os.environ.pop("MLFLOW_RUN_ID", None)
         if adopted:   # `mlflow run -e sweep` created the run: it becomes the parent
             self.parent_id = adopted
-            tracking.set_tags(self.client, adopted, tags)
+            tracking.set_tags(self.client, adopted, {"mlflow.runName": f"sweep-{sweep_id}", **tags})
             self.experiment_id = self.client.get_run(adopted).info.experiment_id
         else:
             exp = self.experiment_id = tracking.experiment_id(self.client, config.tracking.experiment)
