@@ -84,8 +84,11 @@ def main() -> None:
         _app()
     except KeyboardInterrupt as exc:
         sys.exit(_interrupted(exc))
-    if _failures:
-        print(f"evalkit: {len(_failures)} job(s) failed", file=sys.stderr)
+    from evalkit.controller.sweep import failed_jobs
+
+    failed = max(len(_failures), failed_jobs())   # a parallel launcher's jobs fail in other processes
+    if failed:
+        print(f"evalkit: {failed} job(s) failed", file=sys.stderr)
         sys.exit(1)
 
 

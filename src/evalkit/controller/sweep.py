@@ -21,6 +21,48 @@ from evalkit.controller.ui import open_hint, share_views, view_address
 from evalkit.secrets import redact_override
 
 _active: list["SweepCallback"] = []      # the sweep of this process, while it runs (for an interrupt)
+_ended: list[int] = []                   # failed jobs of each sweep this process ended (its exit code)
+LEDGER = ".evalkit_jobs_{sweep_id}.jsonl"   # in the sweep directory: a line per finished job, from any process
+
+
+def failed_jobs() -> int:
+    """Jobs that failed in the sweeps this process ended, whichever process ran them."""
+    return sum(_ended)
+
+
+def append_line(path: str, line: str) -> None:
+    """One line appended in one write (O_APPEND): lines of parallel processes never interleave."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def parallel_jobs(config: DictConfig) -> int:
+    """How many jobs the sweep's launcher runs at once (1 for Hydra's basic launcher)."""
+    launcher = config.hydra.get("launcher") or {}
+    n_jobs = launcher.get("n_jobs", 1) if "joblib" in str(launcher.get("_target_", "")).lower() else 1
+    return (os.cpu_count() or 1) if n_jobs in (-1, None) else int(n_jobs)
+
+
+def refuse_shared_timing(config: DictConfig) -> None:
+    """Timed jobs (the performance probe, observe.profile=timing) time steps on cores they must not share: a
+    launcher running jobs side by side makes their figures meaningless, so the sweep is refused before any."""
+    timed = config.probe.name == "performance" or config.observe.profile == "timing"
+    if timed and parallel_jobs(config) > 1:
+        what = "probe=performance" if config.probe.name == "performance" else "observe.profile=timing"
+        print(f"evalkit: refused: a timed sweep ({what}) with hydra.launcher.n_jobs={parallel_jobs(config)}: its "
+              "jobs would share the cores they time and their figures would not be comparable; run it with "
+              "hydra.launcher.n_jobs=1 or Hydra's basic launcher", file=sys.stderr, flush=True)
+        sys.exit(2)
 
 
 def end_active_sweep(status: str, reason: str) -> str | None:
@@ -38,6 +80,7 @@ class SweepCallback(Callback):
         self.parent_id: str | None = None
         self.experiment_id: str | None = None
         self.jobs = 0
+        self.ledger = ""
         self.overrides = ""
         self.reused: list[str] = []          # runs of earlier sweeps kept by sweep.resume
         self.failed = 0
@@ -45,6 +88,7 @@ class SweepCallback(Callback):
         self.started = time.monotonic()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refuse_shared_timing(config)      # before anything is recorded
         hush_libraries(config.tracking.progress)
         uri = tracking.resolve_uri(config.tracking.uri)
         self.client = tracking.open_client(uri)   # refuses an unusable store first
@@ -66,33 +110,47 @@ class SweepCallback(Callback):
         os.environ[names.PARENT_RUN_ENV] = self.parent_id
         os.environ[names.SWEEP_ID_ENV] = sweep_id
         self.sweep_id, self.total, self.started = sweep_id, planned_jobs(config), time.monotonic()
+        sweep_dir = os.path.abspath(config.hydra.sweep.dir)
+        os.makedirs(sweep_dir, exist_ok=True)
+        self.ledger = os.path.join(sweep_dir, LEDGER.format(sweep_id=sweep_id))
         _active.append(self)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is not None:    # the job's progress line says which job of the sweep it is
-            os.environ[POSITION_ENV] = f"{self.jobs + 1}/{self.total}" if self.total else str(self.jobs + 1)
+            num = int(config.hydra.job.get("num") or 0) + 1
+            os.environ[POSITION_ENV] = f"{num}/{self.total}" if self.total else str(num)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        """Each job's end goes to the sweep's ledger, a file every process appends to: with a parallel launcher
+        (joblib) this runs in the process that ran the job, where this object is a copy."""
         os.environ.pop(POSITION_ENV, None)
         if self.parent_id is None:
             return
-        self.jobs += 1
         result = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
-        if result is None or not getattr(result, "ok", False):
-            self.failed += 1
-        elif getattr(result, "reused", False):
-            self.reused.append(result.run_id)
+        ok = bool(result is not None and getattr(result, "ok", False))
+        entry = {"run_id": getattr(result, "run_id", None), "ok": ok, "reused": ok and getattr(result, "reused", False)}
+        append_line(self.ledger, json.dumps(entry))
+        self._count()
         say(config.tracking.progress,
             progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started))
+
+    def _count(self) -> None:
+        """jobs, failed and reused from the ledger: the jobs of every process of the sweep."""
+        entries = read_lines(self.ledger)
+        self.jobs, self.failed = len(entries), sum(not e["ok"] for e in entries)
+        self.reused = [e["run_id"] for e in entries if e.get("reused")]
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is None:
             return
         if self in _active:
             _active.remove(self)
+        self._count()
         self.end("FAILED" if self.failed else "FINISHED")
 
     def end(self, status: str, reason: str | None = None) -> None:
+        self._count()
+        _ended.append(self.failed)
         tags = {names.JOBS: self.jobs, names.JOBS_FAILED: self.failed, names.FAILURE_REASON: reason,
                 names.JOBS_REUSED: len(self.reused)}
         if self.reused:     # the list first: a reader that sees the count finds it
