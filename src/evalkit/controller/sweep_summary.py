@@ -18,9 +18,9 @@ JOB_FIGURES = (("final train loss", names.TRAIN_LOSS, "train_loss"),
                ("samples/s", names.PERF_SAMPLES_PER_S, "samples_per_s"))
 
 
-def children(client: MlflowClient, parent_id: str) -> list[Run]:
-    exp = client.get_run(parent_id).info.experiment_id
-    return client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{parent_id}'", max_results=10000)
+def children(client: MlflowClient, parent: Run) -> list[Run]:
+    return client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+                              max_results=10000)
 
 
 def arm(run: Run) -> str:
@@ -81,7 +81,9 @@ def summarize(client: MlflowClient, parent_id: str, headline: str,
     """Log the summary metrics on the parent and make its description `headline` and the tables; a verdict
     section already there stays on top. Returns (the summary metrics worth a column, whether the sweep ran
     training jobs). `reused`: runs of earlier sweeps this one kept (`sweep.resume`), summarized with its own."""
-    runs = children(client, parent_id) + [client.get_run(r) for r in reused]
+    parent = client.get_run(parent_id)
+    exp = parent.info.experiment_id
+    runs = children(client, parent) + [client.get_run(r) for r in reused]
     jobs = [r for r in runs if r.data.tags.get(names.ROLE) != names.ROLE_PROBE]
     probes = [r for r in runs if r.data.tags.get(names.ROLE) == names.ROLE_PROBE]
     metrics: dict[str, float] = {}
@@ -92,12 +94,11 @@ def summarize(client: MlflowClient, parent_id: str, headline: str,
             metrics.update(found)
             parts.append("\n".join(lines))
     if reused:
-        exp = client.get_run(parent_id).info.experiment_id
         parts.append("Reused from earlier sweeps: " + ", ".join(f"[{r[:8]}](#/experiments/{exp}/runs/{r})"
                                                                  for r in reused))
     tracking.log_metrics(client, parent_id, [tracking.metric(k, v, 0) for k, v in metrics.items()])
     note = JOBS_HEADING + "\n\n" + "\n\n".join(parts)
-    verdict = verdict_section(client.get_run(parent_id).data.tags.get(names.MLFLOW_NOTE, ""))
+    verdict = verdict_section(parent.data.tags.get(names.MLFLOW_NOTE, ""))
     tracking.set_tags(client, parent_id, {names.MLFLOW_NOTE: fit((verdict + "\n\n" if verdict else "") + note)})
     columns = [k for k in metrics if k.endswith(("/train_loss", "_pass")) or "/val_" in k]
     return columns, bool(jobs)
