@@ -22,6 +22,7 @@ from helpers import EVALKIT, job_runs, run_evalkit
 
 from evalkit.controller import tracking
 from evalkit.controller.launch import free_port
+from evalkit.secrets import REDACTED
 
 TINY = ["train.max_steps=2", "task.n_train=64", "task.n_val=32", "train.val_every=0", "observe.warmup_steps=0"]
 BIN = os.path.dirname(sys.executable)
@@ -206,13 +207,16 @@ def test_read_only_sqlite_file_and_masked_uris(tmp_path, unprivileged):
         "see http://bob:***@h:5000/x and postgresql://u:***@db/x, sqlite:////a"
 
 
-def test_hydra_launcher_log_masks_the_password(caplog):
+def test_hydra_launcher_log_masks_the_password_and_secret_values(caplog):
     """`evalkit -m` prints every job's overrides through Hydra's launcher logger, `:` escaped."""
     name = "hydra._internal.core_plugins.basic_launcher"
-    tracking.mask_passwords_in_log(name)
+    tracking.mask_secrets_in_log(name)
     with caplog.at_level("INFO", logger=name):
-        logging.getLogger(name).info("\t#%d : %s", 0, "tracking.uri=http\\://bob\\:s3cret@h\\:5000 seed=0")
-    assert caplog.messages == ["\t#0 : tracking.uri=http://bob:***@h:5000 seed=0"]
+        logging.getLogger(name).info("\t#%d : %s", 0, "tracking.uri=http\\://bob\\:s3cret@h\\:5000 seed=0 "
+                                     "+trainer.options.db_password=plain7 "
+                                     "+trainer.options.note=ghp_Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa")
+    assert caplog.messages == [f"\t#0 : tracking.uri=http://bob:***@h:5000 seed=0 +trainer.options.db_password="
+                               f"{REDACTED} +trainer.options.note={REDACTED}"]
 
 
 # --- item 12 ------------------------------------------------------------------------------------------------

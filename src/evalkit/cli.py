@@ -13,11 +13,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from evalkit import names
 from evalkit.config import config_warnings, register_configs, validate
 from evalkit.controller.interrupt import Interrupted, raise_on_stop_signals
 from evalkit.controller.progress import hush_libraries
 from evalkit.controller.rundir import RunDirBusy
-from evalkit.controller.tracking import TrackingUnavailable, fix_default_uri, mask_passwords_in_log
+from evalkit.controller.tracking import TrackingUnavailable, fix_default_uri, mask_secrets_in_log
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # The shipper retries every flush interval with the spool as its buffer: MLflow's own HTTP retries (minutes
@@ -26,6 +27,9 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 register_configs()
 _failures: list[str] = []
+LAUNCHER_LOGGERS = ("hydra._internal.core_plugins.basic_launcher",
+                    "hydra_plugins.hydra_joblib_launcher._core",
+                    "hydra_plugins.hydra_submitit_launcher.submitit_launcher")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
@@ -52,10 +56,15 @@ def _app(cfg: DictConfig):
     except (TrackingUnavailable, RunDirBusy) as exc:
         print(f"evalkit: {exc}", file=sys.stderr)
         _failures.append(str(exc))
+        if isinstance(exc, TrackingUnavailable) and os.path.exists(os.path.join(run_dir, names.RUN_FILE)):
+            from evalkit.controller.job import JobResult  # a sweep ships it at its end if the store is back
+
+            return JobResult(None, False, str(exc), "UNSHIPPED", unshipped=run_dir)
         return None
     if not result.ok:
         _failures.append(result.reason)
-        print(f"evalkit: run {result.run_id} {result.status or 'FAILED'}: {result.reason}", file=sys.stderr)
+        what = f"run {result.run_id}" if result.run_id else "job"   # a node k > 0 of a multi-node job records no run
+        print(f"evalkit: {what} {result.status or 'FAILED'}: {result.reason}", file=sys.stderr)
     if result.run_id and HydraConfig.get().mode != RunMode.MULTIRUN:   # a sweep prints its parent's instead
         _print_address(cfg, result.run_id)
     return result
@@ -78,18 +87,37 @@ def _print_address(cfg: DictConfig, run_id: str) -> None:
 def main() -> None:
     fix_default_uri()
     _refuse_unwritable_launch_dir()
-    mask_passwords_in_log("hydra._internal.core_plugins.basic_launcher")   # it prints every job's overrides
+    mask_secrets_in_log(*LAUNCHER_LOGGERS)   # they print every job's overrides
     raise_on_stop_signals()
     try:
         _app()
     except KeyboardInterrupt as exc:
         sys.exit(_interrupted(exc))
-    from evalkit.controller.sweep import failed_jobs
+    except SystemExit:   # Hydra printed an error and exits: a launcher gave up (a submitit job's process died)
+        _end_sweep_on_error()
+        raise
+    from evalkit.controller.sweep import failed_jobs, sweep_ended
 
-    failed = max(len(_failures), failed_jobs())   # a parallel launcher's jobs fail in other processes
+    # A sweep counts its jobs in its ledger (a parallel launcher's jobs fail in other processes; a job whose
+    # records waited for the store may have been recorded at the sweep's end).
+    failed = failed_jobs() if sweep_ended() else len(_failures)
     if failed:
         print(f"evalkit: {failed} job(s) failed", file=sys.stderr)
         sys.exit(1)
+
+
+def _end_sweep_on_error() -> None:
+    """A sweep whose launcher raised (Hydra calls no callback then): its parent ends FAILED, counting the jobs
+    its ledger holds, instead of staying RUNNING."""
+    from evalkit.controller.sweep import end_active_sweep
+
+    try:
+        parent = end_active_sweep("FAILED", "the launcher stopped on an error before every job ended")
+    except Exception as err:  # noqa: BLE001 - the store may be what failed
+        print(f"evalkit: the sweep's parent run could not be ended ({type(err).__name__})", file=sys.stderr)
+        return
+    if parent:
+        print(f"evalkit: the launcher stopped on the error above; sweep run {parent} ended FAILED", file=sys.stderr)
 
 
 def _refuse_unwritable_launch_dir() -> None:

@@ -58,9 +58,19 @@ class DistributedConfig:
     default timeout): a wrapper chooses its own, so a setting here could not reach every arm alike."""
 
     name: str = "none"               # none | ddp
-    world_size: int = 1
-    master_addr: str = "127.0.0.1"
+    world_size: int = 1              # every rank of the job, over all its nodes (a multiple of nnodes)
+    master_addr: str = "127.0.0.1"   # where rank 0 listens: with nnodes > 1, node 0's address every node reaches
     init_by: str = "adapter"         # adapter | evalkit (the worker creates the process group before fit)
+    # Several nodes: run `evalkit` on each with the same settings but node_rank (0 .. nnodes-1); each starts
+    # world_size/nnodes ranks (RANK = node_rank * world_size/nnodes + LOCAL_RANK, as torchrun does). Node 0 records
+    # the MLflow run; the others record nothing, wait for their ranks and report them (stderr, exit code) to node 0.
+    # The nodes meet in shared_dir, a folder on a filesystem every node sees under the same path (NFS, Lustre...):
+    # the job's directory (spool, records, checkpoints, logs) instead of Hydra's run directory.
+    nnodes: int = 1
+    node_rank: int = 0
+    master_port: Optional[int] = None   # rank 0's port; null = a free one (one node only: every node must agree)
+    shared_dir: Optional[str] = None    # required with nnodes > 1 (see above); one folder per job
+    node_timeout_s: float = 300.0    # how long a node waits for the others to start, and node 0 for their reports
 
 
 @dataclass
@@ -113,6 +123,7 @@ class FaultsConfig:
     oom_at_step: int = 0             # torch.OutOfMemoryError raised in the model's forward during this step
     loss_error_at_step: int = 0      # an exception raised in the loss function during this step
     disk_full_at_step: int = 0       # the spool's device full from this step on (its write fails with ENOSPC)
+    slow_forward_s: float = 0.0      # a sleep in every training forward: a slow job (an outage while it trains)
 
 
 @dataclass
@@ -197,7 +208,9 @@ def register_configs() -> None:
     from evalkit.controller.rundir import process_uid
 
     if not OmegaConf.has_resolver("evalkit_uid"):
-        OmegaConf.register_new_resolver("evalkit_uid", process_uid)
+        # Cached: a sweep's configs carry the value of the process that started it (Hydra copies the resolver
+        # cache into each job's config), so jobs run in other processes (joblib, submitit) share its sweep dir.
+        OmegaConf.register_new_resolver("evalkit_uid", process_uid, use_cache=True)
     cs = ConfigStore.instance()
     cs.store(name="evalkit_schema", node=EvalkitConfig)
     for name, schema in BUNDLED.items():      # named by each conf/task/<name>.yaml's defaults list
@@ -260,12 +273,13 @@ RANGES: dict[str, Range] = {
     **{f"task.{size}": AT_LEAST_1 for size in TASK_SIZES},
     "task.noise": AT_LEAST_0, "task.dropout": Range(0, 1, high_open=True), "task.metric_margin": POSITIVE,
     "hardware.threads": AT_LEAST_0,
-    "distributed.world_size": AT_LEAST_1,
+    "distributed.world_size": AT_LEAST_1, "distributed.nnodes": AT_LEAST_1, "distributed.node_rank": AT_LEAST_0,
+    "distributed.master_port": Range(1, 65535, nullable=True), "distributed.node_timeout_s": POSITIVE,
     "tracking.flush_interval_s": POSITIVE, "tracking.batch_size": Range(1, 1000),
     "tracking.progress_interval_s": POSITIVE, "tracking.system_metrics_interval_s": AT_LEAST_0,
     "observe.warmup_steps": AT_LEAST_0, "observe.memory_every": AT_LEAST_0,
     **{f"faults.{k}": AT_LEAST_0 for k in ("kill_after_step", "kill_in_save_after_step", "oom_at_step",
-                                           "loss_error_at_step", "disk_full_at_step")},
+                                           "loss_error_at_step", "disk_full_at_step", "slow_forward_s")},
     "probe.world_sizes": Range(1, items=True),
     "probe.repeats": AT_LEAST_1, "probe.widths": Range(1, items=True), "probe.steps": AT_LEAST_1,
     "probe.seeds": AT_LEAST_1, "probe.long_steps": AT_LEAST_0, "probe.leak_kb_per_1k_steps": AT_LEAST_0,
@@ -301,7 +315,7 @@ def validate(cfg: DictConfig) -> list[str]:
     unknown, missing = unknown_keys(cfg), _missing_problems(cfg)
     task_fits = not missing and not any(u.startswith("task.") for u in unknown) and "task" in cfg
     return [*unknown, *missing, *_choice_problems(cfg), *_range_problems(cfg), *([identity] if identity else []),
-            *(fit_problems(cfg.task) if task_fits else []), *_probe_problems(cfg)]
+            *(fit_problems(cfg.task) if task_fits else []), *_probe_problems(cfg), *_node_problems(cfg)]
 
 
 SWITCHES = ("bf16_mixed", "fp16_mixed", "ws2")   # consistency stage 3: one switch away from fp32, one process
@@ -324,6 +338,40 @@ def _probe_problems(cfg: DictConfig) -> list[str]:
     if unknown:
         problems.append(f"probe.only: {', '.join(map(str, unknown))} is not a stability item: choose among "
                         f"{', '.join(ITEM_JOBS)} (e.g. probe.only=[kill_between,out_of_memory])")
+    return problems
+
+
+def _node_problems(cfg: DictConfig) -> list[str]:
+    """A job over several nodes: its ranks split evenly, every node agreeing on rank 0's port and on the folder
+    they meet in; a probe (many jobs) runs on one node. Checked once the numbers are in their ranges."""
+    dist = cfg.get("distributed")
+    if dist is None or any(not RANGES[f"distributed.{k}"].allows(dist.get(k)) for k in ("world_size", "nnodes",
+                                                                                          "node_rank")):
+        return []
+    nnodes, world, problems = dist.nnodes, dist.world_size, []
+    if world % nnodes:
+        problems.append(f"distributed.world_size={world} is not divisible by distributed.nnodes={nnodes}: the job's "
+                        f"ranks are split evenly over its nodes; set distributed.world_size to a multiple of {nnodes} "
+                        f"(e.g. distributed.world_size={world + nnodes - world % nnodes}) or change distributed.nnodes")
+    if dist.node_rank >= nnodes:
+        problems.append(f"distributed.node_rank={dist.node_rank} is not a node of distributed.nnodes={nnodes} "
+                        f"(allowed: 0 to {nnodes - 1}): give every node its own node_rank, 0 on the node that "
+                        "records the run")
+    if nnodes == 1:
+        return problems
+    if dist.get("master_port") is None:
+        problems.append(f"distributed.master_port=null with distributed.nnodes={nnodes}: every node must reach rank 0 "
+                        "at the same port, so none can pick one at random; set it, the same on every node (e.g. "
+                        "distributed.master_port=29500)")
+    if not dist.get("shared_dir"):
+        problems.append(f"distributed.shared_dir=null with distributed.nnodes={nnodes}: the nodes meet in a folder "
+                        "every node sees (node 0 records the other nodes' ranks from it); set it to a folder on a "
+                        "shared filesystem, the same path on every node, one per job (e.g. "
+                        "distributed.shared_dir=/shared/evalkit/job-1)")
+    probe = cfg.get("probe")
+    if probe is not None and probe.get("name", "none") != "none":
+        problems.append(f"probe={probe.name} with distributed.nnodes={nnodes}: a probe runs its jobs on one node; "
+                        "set distributed.nnodes=1")
     return problems
 
 

@@ -18,12 +18,13 @@ import time
 from dataclasses import dataclass
 
 import torch
+from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
 from evalkit.config import config_warnings
 from evalkit.contract import adapter_class_problem
-from evalkit.controller import rundir, tracking
+from evalkit.controller import nodes, rundir, tracking
 from evalkit.controller.environment import environment_lock, git_commit, hardware_description
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest
 from evalkit.controller.launch import Outcome, WorkerGroup
@@ -46,6 +47,7 @@ class JobResult:
     reason: str = ""
     status: str = ""             # the run's end: FINISHED, FAILED or KILLED
     reused: bool = False         # a resumed sweep kept this earlier FINISHED run instead of running the job
+    unshipped: str | None = None  # the job's directory, when its records wait in its spool for the store
 
 
 def caliber(cfg: DictConfig) -> str:
@@ -61,9 +63,12 @@ def preflight(cfg: DictConfig) -> str | None:
         return missing
     if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
         return "hardware=cuda but no CUDA device is visible: use hardware=cpu or hardware=auto"
-    if runs_on_cuda(cfg) and torch.cuda.device_count() < cfg.distributed.world_size:
-        return (f"distributed.world_size={cfg.distributed.world_size} on hardware={cfg.hardware.name} needs one "
-                f"CUDA device per rank, {torch.cuda.device_count()} visible (NCCL refuses two ranks on one "
+    local = cfg.distributed.world_size // max(1, cfg.distributed.nnodes)    # this node's ranks
+    if runs_on_cuda(cfg) and torch.cuda.device_count() < local:
+        per_node = f" over distributed.nnodes={cfg.distributed.nnodes} ({local} on this node)" \
+            if cfg.distributed.nnodes > 1 else ""
+        return (f"distributed.world_size={cfg.distributed.world_size}{per_node} on hardware={cfg.hardware.name} "
+                f"needs one CUDA device per rank, {torch.cuda.device_count()} visible (NCCL refuses two ranks on one "
                 "device): lower distributed.world_size or use hardware=cpu")
     return adapter_class_problem(trainer._target_) or check_resume(cfg)
 
@@ -90,12 +95,24 @@ class Controller:
     POLL_S = 0.1    # how often the controller looks at its workers (records ship every tracking.flush_interval_s)
 
     def __init__(self, cfg: DictConfig, run_dir: str, uri: str | None = None, run_id: str | None = None,
-                 stop: StopRequest | None = None, role: str = names.ROLE_JOB):
+                 stop: StopRequest | None = None, role: str = names.ROLE_JOB, may_defer: bool = False):
+        """`may_defer`: a tracking server that does not answer does not stop the job: it trains, its records
+        stay in the spool, and the run is recorded when the server answers again (a sweep's job: the sweep's
+        parent run proved the address right)."""
         self.cfg, self.run_dir, self.role = cfg, os.path.abspath(run_dir), role
         self.stop = stop or StopRequest()
         self.uri = uri or tracking.resolve_uri(cfg.tracking.uri)
-        self.client = tracking.open_client(self.uri)
+        self.may_defer = may_defer and tracking.is_server(self.uri)
+        self.unrecorded: str | None = None    # why the run is not recorded yet (the store's failure), else None
+        self.started_wall = time.time()       # the run's start time, also when it is recorded later
+        try:
+            self.client = tracking.open_client(self.uri)
+        except tracking.TrackingUnavailable as exc:
+            if not self.may_defer:
+                raise
+            self.client, self.unrecorded = MlflowClient(self.uri), str(exc)
         self.run_id = run_id
+        self.run_recorded = run_id is not None   # created, with its params and configuration logged
         self.workers: WorkerGroup | None = None
         self.started: float | None = None     # when start_run recorded the run (monotonic)
         self.sampler: SystemSampler | None = None
@@ -112,7 +129,7 @@ class Controller:
         if os.environ.get(names.PARENT_RUN_ENV):
             tags["mlflow.parentRunId"] = os.environ[names.PARENT_RUN_ENV]
         tags[names.MLFLOW_NOTE] = job_description(self.cfg, "running")
-        self.started = time.monotonic()
+        self.started = self.started or time.monotonic()
         cfg = self.cfg
         name = cfg.run_name or (f"{cfg.trainer.name}-{cfg.task.name}-{cfg.precision.name}"
                                 f"-ws{cfg.distributed.world_size}-s{cfg.seed}")
@@ -121,8 +138,8 @@ class Controller:
         if adopted:   # `mlflow run` created the run for this entry point: record into it
             self.run_id = adopted
             tracking.set_tags(self.client, adopted, {"mlflow.runName": name, **tags})
-        else:
-            run = self.client.create_run(exp, run_name=name,
+        elif self.run_id is None:   # else a try that failed half-way created it: the rest is idempotent
+            run = self.client.create_run(exp, run_name=name, start_time=int(self.started_wall * 1000),
                                          tags={k: str(v) for k, v in tags.items() if v is not None})
             self.run_id = run.info.run_id
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
@@ -131,7 +148,41 @@ class Controller:
         self._log_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))), "config", "resolved.yaml")
         self._log_text(environment_lock(), "env", "lock.txt")
         self._log_text(json.dumps(hardware_description(), indent=1), "env", "hardware.json")
+        self.run_recorded = True
         return self.run_id
+
+    def record_when_possible(self) -> bool:
+        """Whether the run is recorded; when it is not yet (the server did not answer), one quick try: the
+        server's health first (seconds, where MLflow's own retries take minutes), then the run's start."""
+        if self.run_recorded:
+            return True
+        try:
+            with tracking.quiet_store_logs():
+                tracking.check_reachable(self.uri)
+                self.start_run()
+                if os.path.exists(os.path.join(self.run_dir, names.RUN_FILE)):   # training has started
+                    self._record_run_dir()
+        except Exception as exc:  # noqa: BLE001 - any store failure means the same: not yet
+            self.unrecorded = str(exc) if isinstance(exc, tracking.TrackingUnavailable) \
+                else tracking.describe_failure(exc)
+            return False
+        if self.unrecorded:
+            print(f"[evalkit] the tracking store {tracking.display_uri(self.uri)} answers again: run {self.run_id} "
+                  "recorded, the spooled records follow", file=sys.stderr, flush=True)
+        self.unrecorded = None
+        return True
+
+    def _record_run_dir(self) -> None:
+        """Where the job's files are: tags on the run, and run.json for evalkit-ship (with the run's identity,
+        also before the run could be recorded: evalkit-ship then records it)."""
+        with open(os.path.join(self.run_dir, names.RUN_FILE), "w") as fh:
+            json.dump({"run_id": self.run_id, "tracking_uri": self.uri, "started_wall": self.started_wall,
+                       "role": self.role, "parent_run_id": os.environ.get(names.PARENT_RUN_ENV),
+                       "sweep_id": os.environ.get(names.SWEEP_ID_ENV)}, fh)
+        if self.run_id is not None:
+            tracking.set_tags(self.client, self.run_id, {names.RUN_DIR: self.run_dir,
+                                                         names.CHECKPOINT_DIR: os.path.join(self.run_dir,
+                                                                                            "checkpoints")})
 
     def _log_text(self, text: str, artifact_dir: str, name: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -160,14 +211,10 @@ class Controller:
         with open(os.path.join(self.run_dir, names.JOB_FILE), "w") as fh:
             json.dump(spec, fh)
         world = self.cfg.distributed.world_size
-        tracking.set_tags(self.client, self.run_id, {names.RUN_DIR: self.run_dir,
-                                                     names.CHECKPOINT_DIR: spec["ckpt_dir"]})
-        with open(os.path.join(self.run_dir, names.RUN_FILE), "w") as fh:
-            json.dump({"run_id": self.run_id, "tracking_uri": self.uri}, fh)
+        self._record_run_dir()
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
-        self.workers = WorkerGroup(self.run_dir, world, self.run_dir, self.cfg.distributed.master_addr,
-                                   cuda=runs_on_cuda(self.cfg), threads=worker_threads(self.cfg),
-                                   pin=self.cfg.observe.profile == "timing")
+        self.workers = nodes.start_ranks(self.cfg, self.run_dir, self.run_id, cuda=runs_on_cuda(self.cfg),
+                                         threads=worker_threads(self.cfg))   # several nodes: every node's ranks
         self.sampler = SystemSampler(self.cfg.tracking.system_metrics_interval_s).start()
         cfg = self.cfg
         self.progress = JobProgress(cfg.tracking.progress, f"{cfg.trainer.name} {cfg.task.name} seed={cfg.seed}",
@@ -197,14 +244,18 @@ class Controller:
         """Final shipping and the run's end; a tracking outage here loses nothing (the spool stays)."""
         try:
             with tracking.quiet_store_logs():   # the failure is reported once, below, not per call by MLflow
+                if not self.record_when_possible():
+                    raise tracking.TrackingUnavailable(self.unrecorded)
+                shipper.run_id = self.run_id
                 shipper.poll(final=True)
                 if shipper.last_error:
                     raise RuntimeError(shipper.last_error)
                 self._ship_system_metrics()
                 return self._finish(shipper, os.path.join(self.run_dir, "spool"), outcome)
         except Exception as exc:  # noqa: BLE001 - any store failure means the same to the user
+            what = f"run {self.run_id}" if self.run_id else f"the run of {self.run_dir} (not created yet)"
             raise tracking.TrackingUnavailable(
-                f"the tracking store {tracking.display_uri(self.uri)} failed while recording run {self.run_id} "
+                f"the tracking store {tracking.display_uri(self.uri)} failed while recording {what} "
                 f"({shipper.last_error or tracking.describe_failure(exc)}); every record is kept in "
                 f"{self.run_dir}/spool: when the store answers again, run: evalkit-ship {self.run_dir}") from exc
 
@@ -225,6 +276,8 @@ class Controller:
             if timed:
                 self.progress.update(None, None, " (timed: its records ship when it ends)")
                 continue
+            if self.record_when_possible():
+                shipper.run_id = self.run_id
             shipper.poll()
             if not shipper.last_error:
                 # kept for the next try; the shipper reports a failing store, once, not MLflow per call
@@ -235,7 +288,7 @@ class Controller:
 
     def _ship_system_metrics(self) -> None:
         """The system metrics sampled so far; kept for the next try when the store fails."""
-        if self.sampler is None:
+        if self.sampler is None or self.run_id is None:
             return
         points = self.sampler.take()
         try:
@@ -246,7 +299,8 @@ class Controller:
 
     def _progress(self, shipper: Shipper) -> None:
         last = shipper.steps[-1] if shipper.steps else {}
-        warn = " (tracking store failing: records kept in the spool)" if shipper.last_error else ""
+        warn = " (tracking store failing: records kept in the spool)" if shipper.last_error or self.unrecorded \
+            else ""
         self.progress.update(last.get("step"), last.get("loss"), warn)
 
     def _finish(self, shipper: Shipper, spool_dir: str, outcome: Outcome | None) -> JobResult:
@@ -356,6 +410,11 @@ def failure_reason(outcome: Outcome, error_files: dict[int, str]) -> str:
     """The cause, from the rank that failed first: its error, or the signal that killed it. Ranks evalkit
     stopped itself come last: their errors are symptoms of the first failure."""
     codes, world = outcome.codes, len(outcome.codes)
+    if outcome.node_problem:     # several nodes: one node's ranks are unaccounted for, or it could not run them
+        first = outcome.first_failed
+        if first is None or first in outcome.stopped or codes[first] in (0, None):
+            return f"{outcome.node_problem} (exit codes {codes})"
+        return f"{failure_reason(dataclasses.replace(outcome, node_problem=None), error_files)}; {outcome.node_problem}"
     first = [outcome.first_failed] if outcome.first_failed is not None else []
     order = first + [r for r in range(world) if r not in first and r not in outcome.stopped] + outcome.stopped
     who = (lambda r: f"rank {r} ") if world > 1 else (lambda r: "worker ")
@@ -391,16 +450,25 @@ def outcome_from_spool(spool_dir: str, world: int, errors: dict[int, str]) -> Ou
 
 
 def worker_threads(cfg: DictConfig) -> int:
-    """The intra-op threads of each worker: `hardware.threads`, or (0) the machine's cores shared by the ranks,
-    as torchrun does. Every arm of a comparison runs with this number, fixed before any wrapper is imported."""
-    return cfg.hardware.threads or max(1, (os.cpu_count() or 1) // cfg.distributed.world_size)
+    """The intra-op threads of each worker: `hardware.threads`, or (0) the machine's cores shared by the ranks
+    it runs (this node's, with several), as torchrun does. Every arm of a comparison runs with this number, fixed
+    before any wrapper is imported."""
+    local = max(1, cfg.distributed.world_size // max(1, cfg.distributed.get("nnodes", 1)))
+    return cfg.hardware.threads or max(1, (os.cpu_count() or 1) // local)
 
 
 def reuse_finished(cfg: DictConfig, role: str) -> JobResult | None:
     """With `sweep.resume=true`: the FINISHED run of this very job (same fingerprint) when the store has one."""
     if not cfg.sweep.resume:
         return None
-    client = tracking.open_client(tracking.resolve_uri(cfg.tracking.uri))
+    try:
+        client = tracking.open_client(tracking.resolve_uri(cfg.tracking.uri))
+    except tracking.TrackingUnavailable:
+        if not os.environ.get(names.PARENT_RUN_ENV):
+            raise
+        print("[evalkit] sweep.resume: the tracking store does not answer, so whether this job already FINISHED "
+              "cannot be read: it runs", file=sys.stderr, flush=True)
+        return None
     exp = tracking.experiment_id(client, cfg.tracking.experiment)
     run_id = finished_run(client, exp, fingerprint(cfg), role)
     if run_id is None:
@@ -415,6 +483,10 @@ def run_job(cfg: DictConfig, run_dir: str, role: str = names.ROLE_JOB) -> JobRes
     when another job holds `run_dir`, and `Interrupted` after recording the run on SIGINT/SIGTERM. `role`:
     the run's `evalkit.role` (a probe's jobs are `probe_job`)."""
     cfg.hardware.threads = worker_threads(cfg)   # recorded as resolved: params, caliber and the workers agree
+    if cfg.distributed.nnodes > 1:               # the job's directory is the one every node sees (nodes.py)
+        run_dir = os.path.abspath(cfg.distributed.shared_dir)
+        if cfg.distributed.node_rank > 0:        # runs its ranks, records nothing: node 0 records them
+            return nodes.run_other_node(cfg)
     if role == names.ROLE_JOB:
         reused = reuse_finished(cfg, role)
         if reused is not None:
@@ -424,8 +496,9 @@ def run_job(cfg: DictConfig, run_dir: str, role: str = names.ROLE_JOB) -> JobRes
         print(f"[evalkit] {run_dir} held an earlier job's files: moved to {claim.archived}", file=sys.stderr)
         cfg.resume_from = rundir.relocate(cfg.resume_from, run_dir, claim.archived)
     try:
-        with StopRequest() as stop:
-            ctl = Controller(cfg, run_dir, stop=stop, role=role)
+        with StopRequest() as stop, nodes.leading(cfg, run_dir):
+            ctl = Controller(cfg, run_dir, stop=stop, role=role,
+                             may_defer=role == names.ROLE_JOB and bool(os.environ.get(names.PARENT_RUN_ENV)))
             try:
                 return _run(ctl, cfg, stop)
             except InterruptedAgain:        # a second signal: stop at once, the spool keeps what was not shipped
@@ -438,13 +511,24 @@ def run_job(cfg: DictConfig, run_dir: str, role: str = names.ROLE_JOB) -> JobRes
 
 
 def _run(ctl: Controller, cfg: DictConfig, stop: StopRequest) -> JobResult:
-    ctl.start_run()
+    if not ctl.may_defer:
+        ctl.start_run()
+    elif not ctl.record_when_possible():   # a sweep's job trains on; its run is recorded when the store answers
+        ctl.started = time.monotonic()
+        print(f"[evalkit] {ctl.unrecorded}; training starts anyway: its records are kept in {ctl.run_dir}/spool "
+              f"and the run is recorded when the store answers (else: evalkit-ship {ctl.run_dir})",
+              file=sys.stderr, flush=True)
     if stop.signame:
+        if not ctl.run_recorded:
+            raise Interrupted(stop.signame, f"interrupted by {stop.signame} before training started (nothing "
+                                            "recorded: the tracking store does not answer)")
         ctl.fail(f"interrupted by {stop.signame} before training started", status="KILLED")
         raise Interrupted(stop.signame, f"interrupted by {stop.signame}: run {ctl.run_id} ended KILLED before "
                                         "training started")
     reason = preflight(cfg)
     if reason:
+        if not ctl.run_recorded:
+            return JobResult(None, False, f"{reason} (not recorded: the tracking store does not answer)", "FAILED")
         return ctl.fail(reason)
     result = ctl.train()
     if stop.signame:     # the signal came while the finished job was being recorded: stop the sweep here

@@ -26,10 +26,11 @@ class Outcome:
     """How the ranks ended: exit codes (negative: killed by that signal), the rank that failed first, the
     ranks evalkit stopped itself (after another rank failed, or on an interrupt), and the interrupt."""
 
-    codes: list[int]
+    codes: list[int | None]            # None: a rank on another node that never reported
     first_failed: int | None = None
     stopped: list[int] = field(default_factory=list)
     interrupted: str | None = None     # SIGINT / SIGTERM received by the controller
+    node_problem: str | None = None    # several nodes: why a node's ranks are unaccounted for (codes None)
 
     @classmethod
     def from_json(cls, data) -> "Outcome":
@@ -56,21 +57,28 @@ def pinned_cpus(world_size: int, threads: int) -> list[list[int]] | None:
 
 
 class WorkerGroup:
+    """This node's ranks. `world_size` counts every rank of the job; with `nnodes` > 1 this node starts its share,
+    global ranks `node_rank * local .. + local - 1` (`ranks`), as torchrun does; exit codes, `first_failed` and
+    `stopped` are positions in `ranks` (the global ranks on node 0)."""
+
     def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1",
-                 cuda: bool = False, threads: int | None = None, pin: bool = False):
+                 cuda: bool = False, threads: int | None = None, pin: bool = False, nnodes: int = 1,
+                 node_rank: int = 0, master_port: int | None = None, run_id: str | None = None):
         self.world_size = world_size
-        self.log_paths = [os.path.join(log_dir, f"worker_rank{r}.log") for r in range(world_size)]
-        port, run_id = free_port(master_addr), uuid.uuid4().hex[:12]
-        threads = threads or max(1, (os.cpu_count() or 1) // world_size)
-        self.cpus = pinned_cpus(world_size, threads) if pin else None
+        local = world_size // nnodes
+        self.ranks = [node_rank * local + i for i in range(local)]
+        self.log_paths = [os.path.join(log_dir, f"worker_rank{r}.log") for r in self.ranks]
+        port, run_id = master_port or free_port(master_addr), run_id or uuid.uuid4().hex[:12]
+        threads = threads or max(1, (os.cpu_count() or 1) // local)
+        self.cpus = pinned_cpus(local, threads) if pin else None
         self.procs: list[subprocess.Popen] = []
         self.first_failed: int | None = None
         self.stopped: set[int] = set()
-        for rank in range(world_size):
+        for local_rank, rank in enumerate(self.ranks):
             env = dict(os.environ)
             env.update({
-                "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
-                "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(world_size),
+                "RANK": str(rank), "LOCAL_RANK": str(local_rank), "GROUP_RANK": str(node_rank),
+                "ROLE_RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(local),
                 "ROLE_WORLD_SIZE": str(world_size), "ROLE_NAME": "default",
                 "MASTER_ADDR": master_addr, "MASTER_PORT": str(port),
                 "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
@@ -80,14 +88,14 @@ class WorkerGroup:
             # Every arm with the same threads, whatever the caller's environment says (no oversubscription).
             env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
             if self.cpus:
-                env[names.CPUS_ENV] = ",".join(str(c) for c in self.cpus[rank])
+                env[names.CPUS_ENV] = ",".join(str(c) for c in self.cpus[local_rank])
             else:
                 env.pop(names.CPUS_ENV, None)
             if cuda:
-                # The ranks' GPUs only (rank r on device r): a wrapper that sees more GPUs than ranks may
-                # spread one rank over all of them (Ignite's auto_model wraps DataParallel).
-                env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(r) for r in range(world_size)))
-            with open(self.log_paths[rank], "wb") as log:
+                # The node's ranks' GPUs only (local rank r on device r): a wrapper that sees more GPUs than ranks
+                # may spread one rank over all of them (Ignite's auto_model wraps DataParallel).
+                env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(r) for r in range(local)))
+            with open(self.log_paths[local_rank], "wb") as log:
                 env[names.SPAWN_WALL_ENV] = repr(time.time())
                 self.procs.append(subprocess.Popen([sys.executable, "-m", "evalkit.worker", job_dir],
                                                    env=env, stdout=log, stderr=subprocess.STDOUT,

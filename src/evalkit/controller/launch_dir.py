@@ -28,6 +28,9 @@ def launch_dir_problem(argv: list[str]) -> str | None:
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     run_dir = override(argv, key) or default_output_dir(multirun)
     places = [(f"the run directory ({key})", run_dir.split("${", 1)[0] or ".", f"{key}=<folder>")]
+    shared = override(argv, "distributed.shared_dir")     # a job over several nodes: its directory on every node
+    if shared not in (None, "", "null"):
+        places.append(("the shared directory (distributed.shared_dir)", shared, "distributed.shared_dir=<folder>"))
     store = default_store_path(argv)
     if store:
         places.append(("the store mlflow.db", os.path.dirname(store), "tracking.uri=sqlite:///<folder>/mlflow.db"))

@@ -31,7 +31,9 @@ def reship(run_dir: str, uri: str | None = None) -> JobResult:
     cfg = OmegaConf.create(spec["config"])
     uri = uri or run["tracking_uri"]
     # Opening the store checks it first: seconds, where MLflow's own retries on a store that is down take minutes.
-    ctl = Controller(cfg, run_dir, uri=uri, run_id=run["run_id"])
+    ctl = Controller(cfg, run_dir, uri=uri, run_id=run["run_id"], role=run.get("role", names.ROLE_JOB))
+    if run["run_id"] is None:   # the store never answered while the job ran: its run is recorded now
+        record_late_run(ctl, run)
     shipper = Shipper(ctl.client, ctl.run_id, spec["spool_dir"], cfg.distributed.world_size,
                       cfg.tracking.batch_size, shipped_through=last_shipped_step(ctl, run["tracking_uri"]))
     claim = rundir.claim(run_dir, what="evalkit-ship")   # never beside the live job that owns the directory
@@ -39,6 +41,20 @@ def reship(run_dir: str, uri: str | None = None) -> JobResult:
         return ctl.ship_and_finish(shipper, outcome)
     finally:
         claim.release()
+
+
+def record_late_run(ctl: Controller, run: dict) -> None:
+    """Create the run of a sweep's job that trained while the store did not answer, as the job would have
+    (nested under its sweep's parent, started when the job started); run.json then names it, so a second
+    evalkit-ship does not create another."""
+    for env, key in ((names.PARENT_RUN_ENV, "parent_run_id"), (names.SWEEP_ID_ENV, "sweep_id")):
+        if run.get(key):
+            os.environ[env] = run[key]
+    ctl.started_wall = run.get("started_wall") or ctl.started_wall
+    if not ctl.record_when_possible():
+        raise TrackingUnavailable(ctl.unrecorded)
+    print(f"evalkit-ship: recorded run {ctl.run_id} for {ctl.run_dir} (the store did not answer while it ran)",
+          file=sys.stderr)
 
 
 def last_shipped_step(ctl: Controller, job_uri: str) -> int:

@@ -4,7 +4,8 @@ Two controllers sharing a directory would ship one spool twice and overwrite eac
 directory reused later would ship the old spool under the new run. So a job takes an exclusive lock on
 `<run dir>/.evalkit.lock` for its whole life (a second job there is refused), and moves what an earlier
 job left (spool, records, checkpoints, logs) to `<run dir>/previous/<n>-<run id>/` before it writes
-anything: nothing recorded is deleted, nothing old is shipped again.
+anything: nothing recorded is deleted, nothing old is shipped again. A job over several nodes: node 0 owns the shared
+directory this way; the other nodes never lock nor move anything there (`controller/nodes.py`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import uuid
 LOCK_FILE = ".evalkit.lock"
 PREVIOUS_DIR = "previous"
 # What a job writes into its run directory (Hydra's own .hydra/ and log stay where Hydra put them).
-JOB_ENTRIES = ("job.json", "run.json", "exit_codes.json", "spool", "records", "checkpoints", "lightning")
+# `nodes`: a job over several nodes (controller/nodes.py): the nodes' reports and stop request (shared directory).
+JOB_ENTRIES = ("job.json", "run.json", "exit_codes.json", "spool", "records", "checkpoints", "lightning", "nodes")
 _UID = uuid.uuid4().hex[:6]
 
 

@@ -17,7 +17,15 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from evalkit import names
-from evalkit.controller.tracking import describe_failure, display_uri, log_metrics, metric, quiet_store_logs
+from evalkit.controller.tracking import (
+    check_reachable,
+    describe_failure,
+    display_uri,
+    is_server,
+    log_metrics,
+    metric,
+    quiet_store_logs,
+)
 from evalkit.spool import SpoolTail
 from evalkit.tasks.catalog import FINALIZERS
 
@@ -66,13 +74,23 @@ class Shipper:
             for record in tail.read_new():
                 self._take(rank, record)
         self._queue_validation(final)
+        if self.run_id is None:     # the run is not recorded yet (the server did not answer): kept for later
+            return 0
+        sent = 0
         try:
             with quiet_store_logs():
-                sent = log_metrics(self.client, self.run_id, self._queue, self.batch_size)
+                if self.last_error and is_server(self.client.tracking_uri):
+                    check_reachable(self.client.tracking_uri)   # seconds; MLflow's own retries take minutes
+                while self._queue:     # batch by batch: a failure resends no batch the store already took
+                    batch = self._queue[:self.batch_size]
+                    log_metrics(self.client, self.run_id, batch, self.batch_size)
+                    del self._queue[:len(batch)]
+                    sent += len(batch)
         except Exception as exc:  # noqa: BLE001 - keep the points, try again next time
+            self.sent += sent
             self._store_failed(exc)
-            return 0
-        self._queue, self.last_error = [], None
+            return sent
+        self.last_error = None
         self.sent += sent
         return sent
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 import uuid
@@ -11,7 +12,7 @@ from typing import Any
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from mlflow.tracking import MlflowClient
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
 from evalkit.controller import tracking
@@ -23,6 +24,11 @@ from evalkit.secrets import redact_override
 _active: list["SweepCallback"] = []      # the sweep of this process, while it runs (for an interrupt)
 _ended: list[int] = []                   # failed jobs of each sweep this process ended (its exit code)
 LEDGER = ".evalkit_jobs_{sweep_id}.jsonl"   # in the sweep directory: a line per finished job, from any process
+
+
+def sweep_ended() -> bool:
+    """Whether this process ended a sweep (its jobs are counted in the sweep's ledger)."""
+    return bool(_ended)
 
 
 def failed_jobs() -> int:
@@ -49,6 +55,8 @@ def read_lines(path: str) -> list[dict]:
 def parallel_jobs(config: DictConfig) -> int:
     """How many jobs the sweep's launcher runs at once (1 for Hydra's basic launcher)."""
     launcher = config.hydra.get("launcher") or {}
+    if str(launcher.get("_target_", "")).endswith("submitit_launcher.LocalLauncher"):   # starts every job at once
+        return planned_jobs(config) or (os.cpu_count() or 1)
     n_jobs = launcher.get("n_jobs", 1) if "joblib" in str(launcher.get("_target_", "")).lower() else 1
     return (os.cpu_count() or 1) if n_jobs in (-1, None) else int(n_jobs)
 
@@ -59,9 +67,39 @@ def refuse_shared_timing(config: DictConfig) -> None:
     timed = config.probe.name == "performance" or config.observe.profile == "timing"
     if timed and parallel_jobs(config) > 1:
         what = "probe=performance" if config.probe.name == "performance" else "observe.profile=timing"
-        print(f"evalkit: refused: a timed sweep ({what}) with hydra.launcher.n_jobs={parallel_jobs(config)}: its "
+        side_by_side = f"hydra.launcher.n_jobs={parallel_jobs(config)}" if "n_jobs" in config.hydra.launcher else \
+            f"hydra/launcher=submitit_local ({parallel_jobs(config)} jobs at once)"
+        print(f"evalkit: refused: a timed sweep ({what}) with {side_by_side}: its "
               "jobs would share the cores they time and their figures would not be comparable; run it with "
               "hydra.launcher.n_jobs=1 or Hydra's basic launcher", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def refuse_multinode(config: DictConfig) -> None:
+    """A job over several nodes is one command per node (`controller/nodes.py`): a sweep's parent run would be
+    recorded by every node, and its jobs' directories would differ between nodes. Refused before any."""
+    nnodes = config.distributed.get("nnodes", 1)
+    if isinstance(nnodes, int) and nnodes > 1:
+        print(f"evalkit: refused: a sweep (-m) with distributed.nnodes={nnodes}: a job over several nodes runs as "
+              "one command on each node (the same settings but distributed.node_rank); run each job of the sweep "
+              "that way, without -m", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def refuse_unready_launcher(config: DictConfig) -> None:
+    """A launcher that cannot start the jobs is refused before anything is recorded: a setting it requires left
+    unset (`???`; a SLURM launcher's partition), or SLURM's commands missing here."""
+    launcher = config.hydra.get("launcher") or {}
+    choice = config.hydra.runtime.choices.get("hydra/launcher")
+    slurm = str(launcher.get("_target_", "")).endswith("submitit_launcher.SlurmLauncher")
+    missing = sorted(OmegaConf.missing_keys(launcher) | ({"partition"} if slurm and not launcher.partition else set()))
+    problem = f"needs {', '.join(f'hydra.launcher.{key}=<value>' for key in missing)} on the command line" \
+        if missing else None
+    if not problem and slurm:
+        absent = [cmd for cmd in ("sbatch", "srun") if shutil.which(cmd) is None]
+        problem = f"submits to SLURM: {' and '.join(absent)} not found here (run it on the cluster)" if absent else None
+    if problem:
+        print(f"evalkit: refused: hydra/launcher={choice} {problem}", file=sys.stderr, flush=True)
         sys.exit(2)
 
 
@@ -89,6 +127,8 @@ class SweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         refuse_shared_timing(config)      # before anything is recorded
+        refuse_unready_launcher(config)
+        refuse_multinode(config)
         hush_libraries(config.tracking.progress)
         uri = tracking.resolve_uri(config.tracking.uri)
         self.client = tracking.open_client(uri)   # refuses an unusable store first
@@ -114,9 +154,17 @@ class SweepCallback(Callback):
         os.makedirs(sweep_dir, exist_ok=True)
         self.ledger = os.path.join(sweep_dir, LEDGER.format(sweep_id=sweep_id))
         _active.append(self)
+        if "submitit" in str(config.hydra.launcher.get("_target_", "")):
+            say(config.tracking.progress, f"[evalkit] sweep {sweep_id}: its jobs run through submitit; each job's "
+                f"output (progress, errors) goes to {sweep_dir}/.submitit/<job id>/<job id>_0_log.err")
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is not None:    # the job's progress line says which job of the sweep it is
+            # A job in another process (joblib, submitit: on a cluster node the launch's environment may not
+            # reach) takes the sweep's parent, id and store from this copy of the callback.
+            os.environ.setdefault(names.PARENT_RUN_ENV, self.parent_id)
+            os.environ.setdefault(names.SWEEP_ID_ENV, self.sweep_id)
+            os.environ.setdefault(tracking.DEFAULT_URI_ENV, self.client.tracking_uri)
             num = int(config.hydra.job.get("num") or 0) + 1
             os.environ[POSITION_ENV] = f"{num}/{self.total}" if self.total else str(num)
 
@@ -128,15 +176,25 @@ class SweepCallback(Callback):
             return
         result = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
         ok = bool(result is not None and getattr(result, "ok", False))
-        entry = {"run_id": getattr(result, "run_id", None), "ok": ok, "reused": ok and getattr(result, "reused", False)}
+        entry = {"run_id": getattr(result, "run_id", None), "ok": ok, "reused": ok and getattr(result, "reused", False),
+                 "unshipped": getattr(result, "unshipped", None)}
+        if not ok:   # said again by the process that ended the sweep when this one's output is out of sight
+            error = job_return._return_value if job_return.status == JobStatus.FAILED else None
+            entry.update(job=int(config.hydra.job.get("num") or 0) + 1, log=captured_log(),
+                         overrides=" ".join(redact_override(o) for o in config.hydra.overrides.task),
+                         reason=getattr(result, "reason", None) or (f"{type(error).__name__}: {error}" if error else
+                                                                    "refused before it was recorded (see its output)"))
         append_line(self.ledger, json.dumps(entry))
         self._count()
         say(config.tracking.progress,
             progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started))
 
     def _count(self) -> None:
-        """jobs, failed and reused from the ledger: the jobs of every process of the sweep."""
-        entries = read_lines(self.ledger)
+        """jobs, failed and reused from the ledger: the jobs of every process of the sweep (a job whose records
+        waited for the store counts as it ended when the sweep shipped them)."""
+        lines = read_lines(self.ledger)
+        shipped = {e["shipped"]: e for e in lines if e.get("shipped")}
+        entries = [shipped.get(e.get("unshipped"), e) for e in lines if not e.get("shipped")]
         self.jobs, self.failed = len(entries), sum(not e["ok"] for e in entries)
         self.reused = [e["run_id"] for e in entries if e.get("reused")]
 
@@ -145,8 +203,48 @@ class SweepCallback(Callback):
             return
         if self in _active:
             _active.remove(self)
+        self._ship_the_waiting(config.tracking.progress)
         self._count()
-        self.end("FAILED" if self.failed else "FINISHED")
+        self._say_captured_failures(config)
+        try:
+            self.end("FAILED" if self.failed else "FINISHED")
+        except Exception as exc:  # noqa: BLE001 - the store failed: the jobs' records are what count, said above
+            print(f"[evalkit] sweep {self.sweep_id}: its parent run {self.parent_id} could not be ended "
+                  f"({tracking.describe_failure(exc)}); it stays RUNNING in the store", file=sys.stderr, flush=True)
+
+    def _ship_the_waiting(self, progress: str) -> None:
+        """Jobs whose records waited in their spool for a store that did not answer: shipped now if it does."""
+        for entry in read_lines(self.ledger):
+            run_dir = entry.get("unshipped")
+            if not run_dir:
+                continue
+            from evalkit.controller.reship import reship  # the controller's imports, only when needed
+
+            try:
+                with tracking.quiet_store_logs():
+                    result = reship(run_dir)
+            except Exception as exc:  # noqa: BLE001 - still no store: the job's own message says what to run
+                print(f"[evalkit] sweep {self.sweep_id}: {run_dir} still waits for the store "
+                      f"({tracking.describe_failure(exc)}): when it answers, run: evalkit-ship {run_dir}",
+                      file=sys.stderr, flush=True)
+                continue
+            append_line(self.ledger, json.dumps({"shipped": run_dir, "run_id": result.run_id, "ok": result.ok,
+                                                 "reused": False}))
+            say(progress, f"[evalkit] sweep {self.sweep_id}: the store answers again: {run_dir} recorded as run "
+                          f"{result.run_id} ({result.status})")
+
+    def _say_captured_failures(self, config: DictConfig) -> None:
+        """Jobs whose output went to files (submitit): their failures and the sweep's count, said here."""
+        entries = read_lines(self.ledger)
+        shipped = {e["shipped"] for e in entries if e.get("shipped")}
+        captured = [e for e in entries if not e["ok"] and e.get("log") and e.get("unshipped") not in shipped]
+        for e in sorted(captured, key=lambda e: e.get("job") or 0):
+            job = f"{e['job']}/{self.total}" if self.total else str(e["job"])
+            print(f"evalkit: job {job} ({e['overrides']}) failed: {e['reason']}; its output: {e['log']}",
+                  file=sys.stderr, flush=True)
+        if captured:
+            say(config.tracking.progress,
+                progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started))
 
     def end(self, status: str, reason: str | None = None) -> None:
         self._count()
@@ -182,6 +280,19 @@ class SweepCallback(Callback):
             print(f"[evalkit] sweep {self.sweep_id}: no summary on its parent run ({tracking.describe_failure(exc)})",
                   file=sys.stderr, flush=True)
             return {}
+
+
+def captured_log() -> str | None:
+    """The file this job's stderr goes to when a launcher captures it (a submitit job), else None."""
+    if not os.environ.get("SUBMITIT_EXECUTOR"):
+        return None
+    try:
+        import submitit
+
+        paths = submitit.JobEnvironment().paths
+        return str(paths.stderr if paths.stderr.exists() else paths.stdout)
+    except Exception:  # noqa: BLE001 - a pointer to the log is a courtesy
+        return None
 
 
 def planned_jobs(config: DictConfig) -> int | None:

@@ -8,6 +8,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import ssl
 import time
 import urllib.error
@@ -21,7 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from evalkit.controller.ui import mark_experiment
 from evalkit.controller.writable import write_problem
-from evalkit.secrets import mask_url_passwords, redact
+from evalkit.secrets import mask_url_passwords, redact, redact_override, redact_text
 
 DEFAULT_URI_ENV = "EVALKIT_DEFAULT_TRACKING_URI"
 MAX_METRICS_PER_BATCH = 1000
@@ -29,6 +30,7 @@ MAX_PARAMS_PER_BATCH = 100
 MAX_PARAM_VALUE = 6000
 MAX_TAG_VALUE = 5000
 MLFLOW_API_PROBE = "/api/2.0/mlflow/experiments/search?max_results=1"
+OVERRIDE_LIKE = re.compile(r"\S+")   # a word of a logged command line: an override or a plain word
 STORE_FIX = "fix tracking.uri / MLFLOW_TRACKING_URI, or unset both to use the local store ./mlflow.db"
 
 
@@ -68,6 +70,11 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
         _check_sqlite_writable(uri)
     elif not scheme.startswith(("postgresql", "mysql", "mssql")):   # building those stores connects: MLflow's job
         _check_store_opens(uri, scheme)
+
+
+def is_server(uri: str) -> bool:
+    """Whether `uri` is an MLflow tracking server (http or https), not a database or a folder."""
+    return urlsplit(uri).scheme.lower() in ("http", "https")
 
 
 def _check_server(uri: str, timeout_s: float) -> None:
@@ -186,25 +193,32 @@ def describe_failure(exc: BaseException) -> str:
     return display_uri(f"{type(root).__name__}: {lines[0] if lines else ''}")[:300]
 
 
-class PasswordMask(logging.Filter):
-    """Mask URI passwords in the records of a logger (`display_uri`), also where Hydra prints an override
-    with its `:` escaped (`tracking.uri=http\\://bob\\:pw@host`)."""
+class SecretMask(logging.Filter):
+    """Mask secrets in the records of a logger: URI passwords (`display_uri`), also where Hydra prints an
+    override with its `:` escaped (`tracking.uri=http\\://bob\\:pw@host`), and every override's value as a run's
+    params have it (`redact_override`: under a credential-like key, or credential-shaped)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        masked = display_uri(text.replace("\\:", ":"))
+        masked = OVERRIDE_LIKE.sub(lambda m: _mask_word(m.group(0)), text.replace("\\:", ":"))
         if masked != text.replace("\\:", ":"):
             record.msg, record.args = masked, None
         return True
 
 
-def mask_passwords_in_log(*loggers: str) -> None:
-    """Install `PasswordMask` on these loggers (Hydra's launcher logs every job's overrides, the tracking
-    URI included)."""
+def _mask_word(word: str) -> str:
+    if "://" in word:
+        return display_uri(word)
+    return redact_override(word) if "=" in word else redact_text(word)
+
+
+def mask_secrets_in_log(*loggers: str) -> None:
+    """Install `SecretMask` on these loggers (Hydra's launchers log every job's overrides, the tracking URI and
+    any value given on the command line included)."""
     for name in loggers:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, PasswordMask) for f in logger.filters):
-            logger.addFilter(PasswordMask())
+        if not any(isinstance(f, SecretMask) for f in logger.filters):
+            logger.addFilter(SecretMask())
 
 
 @contextlib.contextmanager

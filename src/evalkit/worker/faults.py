@@ -14,7 +14,9 @@ as the observer does (`Observer.step`):
 - `oom_at_step=k`: torch.OutOfMemoryError raised by a model forward hook in the first training forward of step k;
 - `loss_error_at_step=k`: a RuntimeError raised by a forward pre hook of the task's loss module during step k;
 - `disk_full_at_step=k`: from the first training forward of step k the spool's device is full: the write of step
-  k's records lands half, then fails with ENOSPC (`SpoolWriter.fill_device`).
+  k's records lands half, then fails with ENOSPC (`SpoolWriter.fill_device`);
+- `slow_forward_s=t`: a sleep of t seconds in every training forward: a job slow enough for what happens around it
+  (a tracking server that stops and returns) to happen while it trains.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from typing import Any, Callable
 
 import torch
@@ -40,7 +43,7 @@ class FaultInjector:
         self._handles: list = []
         self._original_save = None
         self._original_open = None
-        if faults.kill_after_step or faults.oom_at_step or faults.disk_full_at_step:
+        if faults.kill_after_step or faults.oom_at_step or faults.disk_full_at_step or faults.slow_forward_s:
             self._handles.append(model.register_forward_pre_hook(self._on_forward_pre))
         if faults.oom_at_step:
             self._handles.append(model.register_forward_hook(self._on_forward))
@@ -72,6 +75,8 @@ class FaultInjector:
         os.kill(os.getpid(), signal.SIGKILL)
 
     def _on_forward_pre(self, module, args) -> None:
+        if self.faults.slow_forward_s and torch.is_grad_enabled():
+            time.sleep(self.faults.slow_forward_s)
         after = self.faults.kill_after_step
         if after and torch.is_grad_enabled() and self.step() >= after:
             self._kill(f"after optimizer step {self.step()}")

