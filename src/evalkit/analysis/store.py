@@ -142,12 +142,15 @@ def _records_folder(client, record: RunRecord, scratch: str) -> Path | None:
     local = _local_path(record.artifact_uri)
     if local is not None:
         return local / "records"
-    try:
-        dst = Path(scratch) / record.run_id
-        dst.mkdir(exist_ok=True)
-        return Path(client.download_artifacts(record.run_id, "records", str(dst)))
-    except Exception:  # no records logged (e.g. a run that failed at start-up)
-        return None
+    dst = Path(scratch) / record.run_id
+    dst.mkdir(exist_ok=True)
+    found = None
+    for name in (STEPS_CSV, VAL_CSV):   # only these: not the folder (one more request, and the larger micro CSV)
+        try:
+            found = Path(client.download_artifacts(record.run_id, name, str(dst))).parent
+        except Exception:  # noqa: BLE001 - not logged (a run that failed at start-up, a run without validation)
+            continue
+    return found
 
 
 def _probe_results(client, record: RunRecord, scratch: str) -> dict[str, dict]:

@@ -183,18 +183,21 @@ def records(plans: list[ArmPlan], n_steps: int = 50, val_every: int = 10):
 
 
 def build_store(folder: Path, plans: list[ArmPlan], experiment: str = "evalkit", n_steps: int = 50,
-                val_every: int = 10, sweep_id: str = "synthetic", full_history: bool = True) -> tuple[str, str]:
-    """A SQLite MLflow store under `folder` holding a sweep parent run and every planned job run as
-    its child; returns (tracking URI, parent run id)."""
+                val_every: int = 10, sweep_id: str = "synthetic", full_history: bool = True,
+                uri: str | None = None) -> tuple[str, str]:
+    """A SQLite MLflow store under `folder` (or the store at `uri`, a tracking server: its own artifact
+    location) holding a sweep parent run and every planned job run as its child; returns (tracking URI, parent
+    run id)."""
     from mlflow.tracking import MlflowClient
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    local = uri is None
+    uri = uri or f"sqlite:///{folder / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(
-        experiment, artifact_location=(folder / "artifacts").as_uri())
+        experiment, artifact_location=(folder / "artifacts").as_uri() if local else None)
     parent = client.create_run(exp_id, tags={"evalkit.role": "sweep", "evalkit.sweep_id": sweep_id}).info.run_id
     for spec in plan_specs(plans, n_steps, val_every, sweep_id):
         write_run(client, exp_id, spec, full_history, parent_run_id=parent)

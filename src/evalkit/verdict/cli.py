@@ -5,8 +5,10 @@
 
 Prints the per-dimension table, the scenario ranking and the reason for every fail; writes the
 report (markdown, self-contained HTML, JSON) to --out and logs it as a new `evalkit.role=verdict`
-run of the same experiment. Exit codes: 0 ok, 2 bad input (one message), 3 a --fail-on dimension
-failed for a gated wrapper.
+run of the same experiment. When the store fails while the verdict run is recorded, the report is kept on
+disk with what the run records, and `evalkit-verdict --record DIR` records it once the store answers again.
+Exit codes: 0 ok, 2 bad input (one message), 3 a --fail-on dimension failed for a gated wrapper, 4 the
+verdict is printed but could not be recorded (the message names the folder that keeps it).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from evalkit.controller.writable import write_problem
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE = 0, 2, 3
+EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE, EXIT_UNRECORDED = 0, 2, 3, 4
 
 
 class BadInput(Exception):
@@ -49,6 +51,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=8, help="parallel artifact readers")
     p.add_argument("--no-log", action="store_true", help="do not create the MLflow verdict run")
     p.add_argument("--no-plots", action="store_true", help="report without plots (faster)")
+    p.add_argument("--record", type=Path, metavar="DIR",
+                   help="record the verdict kept in DIR when the store failed (nothing is read or judged again)")
     return p
 
 
@@ -134,22 +138,69 @@ def run(args) -> int:
     inputs = {"tracking_uri": display_uri(uri), "experiment": args.experiment, "sweep_id": args.sweep_id,
               "parent_run_id": args.parent_run_id, "runs": len(records), "alpha": options.alpha}
     if args.out or not args.no_log:
-        from evalkit.verdict.publish import log_verdict_run, render_report  # matplotlib: only when needed
+        from evalkit.verdict.publish import render_report, verdict_record  # matplotlib: only when needed
 
         files = render_report(verdict, inputs, with_plots=not args.no_plots)
         if args.out:
             files.write(args.out)
             print(f"report written to {args.out}/verdict.html", file=sys.stderr)
-        if not args.no_log:
-            from evalkit.controller.ui import open_hint
-
-            run_id = log_verdict_run(client, exp_id, files, verdict, inputs)
-            print(f"verdict logged as MLflow run {run_id}", file=sys.stderr)
-            print(open_hint("the verdict (report under its artifacts, verdict/verdict.html)", uri, exp_id, run_id),
-                  file=sys.stderr)
+        if not args.no_log and not publish(client, uri, verdict_record(verdict, inputs, exp_id), files, args):
+            return EXIT_UNRECORDED
     if failures:
         print("\nCI gate failed (--fail-on):\n" + "\n".join(f"  - {f}" for f in failures), file=sys.stderr)
         return EXIT_GATE
+    return EXIT_OK
+
+
+def publish(client, uri: str, record, files, args) -> bool:
+    """Record the verdict run; when the store fails, keep the report and the record on disk, say how to record
+    them later, and return False."""
+    import tempfile
+
+    from evalkit.controller.tracking import describe_failure, display_uri
+    from evalkit.verdict.publish import keep_unrecorded, log_verdict_run
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="evalkit-verdict-") as tmp:
+            files.write(Path(tmp))
+            run_id = log_verdict_run(client, record, Path(tmp))
+    except Exception as exc:  # noqa: BLE001 - any store failure means the same: keep it, record it later
+        kept = keep_unrecorded(record, files, args.out)
+        again = f" --tracking-uri {display_uri(args.tracking_uri)}" if args.tracking_uri else ""
+        print(f"evalkit-verdict: the tracking store {display_uri(uri)} failed while recording the verdict run "
+              f"({describe_failure(exc)}); the verdict is printed above and kept in {kept}: when the store answers "
+              f"again, run: evalkit-verdict --record {kept}{again}", file=sys.stderr)
+        return False
+    say_recorded(uri, record.experiment_id, run_id)
+    return True
+
+
+def say_recorded(uri: str, experiment_id: str, run_id: str) -> None:
+    from evalkit.controller.ui import open_hint
+
+    print(f"verdict logged as MLflow run {run_id}", file=sys.stderr)
+    print(open_hint("the verdict (report under its artifacts, verdict/verdict.html)", uri, experiment_id, run_id),
+          file=sys.stderr)
+
+
+def record(args) -> int:
+    """`--record DIR`: the verdict a failed store left in DIR, recorded now."""
+    from evalkit.analysis.store import connect, default_tracking_uri
+    from evalkit.verdict.publish import record_kept
+
+    uri = args.tracking_uri or default_tracking_uri()
+    client = connect(uri)
+    try:
+        run_id, kept = record_kept(client, args.record)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the store still fails: nothing lost, try again later
+        from evalkit.controller.tracking import describe_failure, display_uri
+
+        print(f"evalkit-verdict: the tracking store {display_uri(uri)} still fails ({describe_failure(exc)}): the "
+              f"verdict stays in {args.record}; run this again when the store answers", file=sys.stderr)
+        return EXIT_UNRECORDED
+    say_recorded(uri, kept.experiment_id, run_id)
     return EXIT_OK
 
 
@@ -164,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2), as a return code for callers
         return int(exc.code or 0)
     try:
-        return run(args)
+        return record(args) if args.record else run(args)
     except (BadInput, StoreError) as exc:
         from evalkit.controller.tracking import display_uri
 

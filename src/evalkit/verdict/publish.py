@@ -1,10 +1,13 @@
 """Render the report files and publish them: to a local folder and as a "verdict" MLflow run."""
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from evalkit import names
@@ -16,6 +19,8 @@ from evalkit.verdict.report import blocks, render_html, render_markdown, summary
 from evalkit.verdict.serialize import verdict_dict
 
 TITLE = "evalkit verdict"
+RECORD_FILE = "record.json"
+REPORT_FILES = ("verdict.md", "verdict.html", "verdict.json")
 
 
 @dataclass(frozen=True)
@@ -47,29 +52,88 @@ def render_report(verdict: Verdict, inputs: dict, with_plots: bool = True) -> Re
                        verdict_dict(verdict, inputs), plots)
 
 
-def log_verdict_run(client, experiment_id: str, files: ReportFiles, verdict: Verdict, inputs: dict) -> str:
-    """A new FINISHED run tagged `evalkit.role=verdict` holding the report files as artifacts."""
+@dataclass
+class VerdictRecord:
+    """What the verdict run records beside its report files. Kept as `record.json` beside the report when the
+    store fails, so `evalkit-verdict --record` records it later without reading the runs again."""
+    experiment_id: str
+    run_name: str
+    tags: dict
+    params: dict
+    metrics: dict
+    summary: str                  # the verdict table (markdown): the judged sweeps' descriptions quote it
+    scenario: str
+    inputs: dict
+    run_id: str | None = None     # a run the failed attempt created: the next one completes it
+
+
+def verdict_record(verdict: Verdict, inputs: dict, experiment_id: str) -> VerdictRecord:
     tags = {names.ROLE: names.ROLE_VERDICT, names.SCENARIO: verdict.options.scenario}
     for key in ("sweep_id", "parent_run_id"):
         if inputs.get(key):
             tags[f"evalkit.{key}"] = str(inputs[key])
-    run = client.create_run(experiment_id, tags=tags, run_name=f"verdict-{verdict.options.scenario}")
-    run_id = run.info.run_id
+    o = verdict.options
+    params = {"alpha": o.alpha, "default_margin": o.default_margin, "throughput_min": o.throughput_min,
+              "memory_max": o.memory_max, "scenario": o.scenario, "arms": len(verdict.arms)}
+    fails = {d: sum(r.dimensions[d].status == FAIL for r in verdict.rows) for d in DIMENSIONS}
+    metrics = {**{f"verdict/fails/{d}": n for d, n in fails.items()}, "verdict/rows": len(verdict.rows)}
+    return VerdictRecord(experiment_id, f"verdict-{o.scenario}", tags, {k: str(v) for k, v in params.items()},
+                         metrics, render_markdown(None, summary_blocks(verdict)).strip(), o.scenario, inputs)
+
+
+def log_verdict_run(client, record: VerdictRecord, folder: Path) -> str:
+    """A FINISHED run tagged `evalkit.role=verdict` holding the report files of `folder` as artifacts (the run
+    a failed attempt created, when `record` names one)."""
+    from mlflow.entities import Metric, Param
+
+    if record.run_id is None:
+        record.run_id = client.create_run(record.experiment_id, tags=record.tags,
+                                          run_name=record.run_name).info.run_id
+    run_id = record.run_id
+    now = int(time.time() * 1000)
     try:
-        client.log_batch(run_id, params=_params(verdict), metrics=_metrics(verdict))
-        with tempfile.TemporaryDirectory(prefix="evalkit-verdict-") as tmp:
-            files.write(Path(tmp))
-            client.log_artifacts(run_id, tmp, artifact_path="verdict")
+        client.log_batch(run_id, params=[Param(k, v) for k, v in record.params.items()],
+                         metrics=[Metric(k, float(v), now, 0) for k, v in record.metrics.items()])
+        client.log_artifacts(run_id, str(folder), artifact_path="verdict")
     except Exception:
-        client.set_terminated(run_id, "FAILED")
+        with contextlib.suppress(Exception):   # a store that answers again marks it; the next attempt ends it
+            client.set_terminated(run_id, "FAILED")
         raise
     client.set_terminated(run_id, "FINISHED")
     try:
-        link_sweeps(client, experiment_id, run_id, verdict, inputs)
+        link_sweeps(client, record)
     except Exception as exc:  # noqa: BLE001 - the verdict run is recorded; the links are a courtesy
         print(f"note: the verdict run {run_id} is recorded, but the sweep runs' descriptions could not be updated "
               f"({type(exc).__name__}: {str(exc)[:200]})", file=sys.stderr)
     return run_id
+
+
+def keep_unrecorded(record: VerdictRecord, files: ReportFiles, out: Path | None) -> Path:
+    """The report and `record.json` in `out` (else a new ./verdict-unrecorded-<time>/), for `--record`."""
+    folder = out or Path(f"verdict-unrecorded-{time.strftime('%Y%m%d-%H%M%S')}").absolute()
+    files.write(folder)
+    (folder / RECORD_FILE).write_text(json.dumps(asdict(record), indent=1), encoding="utf-8")
+    return folder
+
+
+def record_kept(client, folder: Path) -> tuple[str, VerdictRecord]:
+    """Record the verdict kept in `folder` by `keep_unrecorded`: (its run id, its record). Raises ValueError for a
+    folder that holds none."""
+    try:
+        record = VerdictRecord(**json.loads((folder / RECORD_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"{folder} holds no verdict kept for recording ({folder / RECORD_FILE}: "
+                         f"{type(exc).__name__}): give the folder evalkit-verdict named when the store "
+                         "failed") from None
+    with tempfile.TemporaryDirectory(prefix="evalkit-verdict-") as tmp:
+        for name in REPORT_FILES:
+            if (folder / name).exists():
+                shutil.copy2(folder / name, Path(tmp) / name)
+        if (folder / "plots").is_dir():
+            shutil.copytree(folder / "plots", Path(tmp) / "plots")
+        run_id = log_verdict_run(client, record, Path(tmp))
+    (folder / RECORD_FILE).rename(folder / f"{RECORD_FILE}.recorded")   # a second --record would not find it
+    return run_id, record
 
 
 def judged_sweeps(client, experiment_id: str, inputs: dict) -> list[str]:
@@ -83,39 +147,19 @@ def judged_sweeps(client, experiment_id: str, inputs: dict) -> list[str]:
     return [r.info.run_id for r in client.search_runs([experiment_id], query, max_results=1000)]
 
 
-def link_sweeps(client, experiment_id: str, run_id: str, verdict: Verdict, inputs: dict) -> None:
+def link_sweeps(client, record: VerdictRecord) -> None:
     """The verdict table on top of each judged sweep's description, linking the verdict run, whose own
     description links those sweeps back."""
     from evalkit.controller import tracking
     from evalkit.controller.sweep_summary import fit, put_verdict
 
-    summary = render_markdown(None, summary_blocks(verdict)).strip()
+    experiment_id, run_id = record.experiment_id, record.run_id
     link = lambda rid, text: f"[{text}](#/experiments/{experiment_id}/runs/{rid})"  # noqa: E731
-    parents = judged_sweeps(client, experiment_id, inputs)
+    parents = judged_sweeps(client, experiment_id, record.inputs)
     for parent in parents:
-        put_verdict(client, parent, f"{summary}\n\nThe full report: {link(run_id, 'the verdict run')}, "
+        put_verdict(client, parent, f"{record.summary}\n\nThe full report: {link(run_id, 'the verdict run')}, "
                                     "artifact verdict/verdict.html.", run_id)
     judged = ", ".join(link(p, f"sweep run {p[:8]}") for p in parents) or f"experiment {experiment_id}"
     tracking.set_tags(client, run_id, {names.MLFLOW_NOTE: fit(
-        f"Verdict (scenario {verdict.options.scenario}) of {judged}; the full report is the artifact "
-        f"verdict/verdict.html.\n\n{summary}")})
-
-
-def _params(verdict: Verdict):
-    from mlflow.entities import Param
-
-    o = verdict.options
-    values = {"alpha": o.alpha, "default_margin": o.default_margin, "throughput_min": o.throughput_min,
-              "memory_max": o.memory_max, "scenario": o.scenario, "arms": len(verdict.arms)}
-    return [Param(k, str(v)) for k, v in values.items()]
-
-
-def _metrics(verdict: Verdict):
-    import time
-
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    fails = {d: sum(r.dimensions[d].status == FAIL for r in verdict.rows) for d in DIMENSIONS}
-    metrics = [Metric(f"verdict/fails/{d}", n, now, 0) for d, n in fails.items()]
-    return metrics + [Metric("verdict/rows", len(verdict.rows), now, 0)]
+        f"Verdict (scenario {record.scenario}) of {judged}; the full report is the artifact "
+        f"verdict/verdict.html.\n\n{record.summary}")})
