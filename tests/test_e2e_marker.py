@@ -151,7 +151,7 @@ def test_the_check_reads_the_real_suite():
     unmarked = {name: text.replace("pytest.mark.e2e", "pytest.mark.other") for name, text in tests.items()}
     found = unmarked_starters(unmarked, shared)
     for known in ("test_baseline_runs.py::test_ddp_trains_with_two_gloo_processes_and_logs_both_ranks_memory",
-                  "test_tracking_outage.py::test_outage_mid_run_then_reship",
+                  "test_team_server.py::test_a_job_that_ends_in_an_outage_says_how_and_evalkit_ship_records_it_once",
                   "test_config.py::test_typo_on_the_command_line_names_the_key_and_exits_nonzero",
                   "test_config_validation.py::test_the_warning_is_recorded_as_a_tag"):
         assert known in found
