@@ -172,6 +172,10 @@ class Controller:
         self.unrecorded = None
         return True
 
+    @property
+    def ckpt_dir(self) -> str:
+        return os.path.join(self.run_dir, "checkpoints")
+
     def _record_run_dir(self) -> None:
         """Where the job's files are: tags on the run, and run.json for evalkit-ship (with the run's identity,
         also before the run could be recorded: evalkit-ship then records it)."""
@@ -181,8 +185,7 @@ class Controller:
                        "sweep_id": os.environ.get(names.SWEEP_ID_ENV)}, fh)
         if self.run_id is not None:
             tracking.set_tags(self.client, self.run_id, {names.RUN_DIR: self.run_dir,
-                                                         names.CHECKPOINT_DIR: os.path.join(self.run_dir,
-                                                                                            "checkpoints")})
+                                                         names.CHECKPOINT_DIR: self.ckpt_dir})
 
     def _log_text(self, text: str, artifact_dir: str, name: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -206,7 +209,7 @@ class Controller:
         spool_dir = os.path.join(self.run_dir, "spool")
         os.makedirs(spool_dir, exist_ok=True)
         spec = {"config": OmegaConf.to_container(self.cfg, resolve=True), "spool_dir": spool_dir,
-                "ckpt_dir": os.path.join(self.run_dir, "checkpoints"),
+                "ckpt_dir": self.ckpt_dir,
                 "resume_from": os.path.abspath(self.cfg.resume_from) if self.cfg.resume_from else None}
         with open(os.path.join(self.run_dir, names.JOB_FILE), "w") as fh:
             json.dump(spec, fh)
