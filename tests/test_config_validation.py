@@ -6,6 +6,7 @@ refusal kind and one `evalkit-eval` process show the user-facing behaviour end t
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import subprocess
 import sys
@@ -180,6 +181,65 @@ def test_a_builder_that_does_not_take_the_tasks_settings_is_refused():
     assert found[0] == f"task.in_dim is not an argument of {signature}: remove it"
     assert found[-1] == "evalkit.tasks.catalog.tiny_lm needs the argument n_heads: set task.n_heads"
     assert len(found) == 7      # in_dim, out_dim, noise, dropout refused; vocab_size, seq_len, n_heads missing
+
+
+BUILDERS = """
+import functools
+
+def plain(seed, /, n_train, n_val=8, *rest, width, depth=2, **more): ...
+
+def keywords(seed, *, n_train, n_val, noise=0.1): ...
+
+@functools.lru_cache
+def decorated(seed, *, size): ...
+
+def twice(seed, *, a): ...
+
+def twice(seed, *, b): ...
+
+def made(seed, *, a): ...
+made_too = made
+"""
+
+
+def test_a_builders_parameters_are_read_from_its_source_as_inspect_reads_them(tmp_path, monkeypatch):
+    """Checking a config must not import the builder's module (the bundled tasks import torch, a second of
+    every command); read from the source, the parameters are what inspect would give, and a builder the source
+    cannot tell (decorated, defined twice, bound by assignment) is imported."""
+    from evalkit.tasks.schemas import builder_parameters
+
+    (tmp_path / "planted_builders.py").write_text(BUILDERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shape = lambda params: [(p.name, p.kind, p.default is p.empty) for p in params.values()]  # noqa: E731
+    read = {name: shape(builder_parameters(f"planted_builders.{name}")) for name in ("plain", "keywords")}
+    assert "planted_builders" not in sys.modules                                   # read, not imported
+    import planted_builders
+
+    for name in ("plain", "keywords"):
+        assert read[name] == shape(inspect.signature(getattr(planted_builders, name)).parameters), name
+    del sys.modules["planted_builders"]
+    for name in ("decorated", "twice", "made_too"):
+        assert shape(builder_parameters(f"planted_builders.{name}")) == shape(
+            inspect.signature(getattr(planted_builders, name)).parameters), name
+    assert builder_parameters("planted_builders.nowhere") is None
+    assert builder_parameters("no_such_module_here.build") is None
+
+
+def test_checking_a_cpu_job_before_launch_imports_no_torch():
+    """The controller's process composes, validates and pre-flights a job without torch: only the workers train."""
+    code = ("import sys\n"
+            "from hydra import compose, initialize_config_module\n"
+            "import evalkit.cli, evalkit.controller.sweep\n"
+            "from evalkit.config import validate\n"
+            "from evalkit.controller.job import preflight\n"
+            "for task in ('mlp_regression', 'cnn_classification', 'tiny_lm'):\n"
+            "    with initialize_config_module('evalkit.conf', version_base=None):\n"
+            "        cfg = compose('config', overrides=[f'task={task}', 'trainer=lightning'])\n"
+            "    assert validate(cfg) == [] and preflight(cfg) is None, task\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"
 
 
 def test_a_third_party_task_without_a_builder_or_a_name_says_so():

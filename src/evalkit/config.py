@@ -296,7 +296,7 @@ RANGES: dict[str, Range] = {
 
 def choices() -> dict[str, tuple]:
     """The settings that take one of a few values, and those values."""
-    from evalkit.contract import MODES  # the adapter contract owns the modes (imports torch: only when checking)
+    from evalkit.adapter_class import MODES
     from evalkit.probes.registry import probe_names
 
     return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),

@@ -14,13 +14,20 @@ import contextlib
 import importlib
 import json
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 import torch
 from torch.utils.data import DataLoader
 
+from evalkit.adapter_class import (  # noqa: F401 - part of the contract, kept torch-free for the controller
+    ADAPTER_METHODS,
+    MODES,
+    NotAnAdapter,
+    adapter_class_problem,
+    check_mode,
+    not_an_adapter,
+)
 from evalkit.tasks.catalog import Task
 from evalkit.tasks.order import OrderedSampler, ValSampler
 
@@ -134,47 +141,6 @@ class Adapter(Protocol):
     def fit(self, job: TrainJob) -> None: ...
 
     def effective_config(self) -> dict[str, Any]: ...
-
-
-MODES = ("aligned", "defaults")
-
-
-def check_mode(mode: str) -> str:
-    """The adapter mode, or a ValueError naming the valid ones."""
-    if mode not in MODES:
-        raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}")
-    return mode
-
-
-class NotAnAdapter(TypeError):
-    """`trainer._target_` names a class without the `Adapter` methods (the message names what is missing)."""
-
-
-ADAPTER_METHODS = ("versions", "fit", "effective_config")
-
-
-def not_an_adapter(cls: Any, target: str) -> str | None:
-    """Why the class `trainer._target_` names is not an adapter (checked before constructing it), or None."""
-    missing = [name for name in ADAPTER_METHODS if not callable(getattr(cls, name, None))]
-    if not missing:
-        return None
-    return (f"trainer._target_={target} is not an evalkit adapter: {getattr(cls, '__qualname__', cls)} has no "
-            f"{', '.join(m + '()' for m in missing)}; point trainer._target_ at a class with versions(), fit(job) "
-            "and effective_config() (the Adapter protocol in evalkit/contract.py)")
-
-
-def adapter_class_problem(target: str) -> str | None:
-    """`not_an_adapter` for the controller, before any worker starts, only where importing `target` there
-    cannot import a wrapper: its module is already imported or belongs to the standard library. Any other
-    class (adapters/, a third party's package) is checked by the worker, in `load_adapter`."""
-    module = target.rpartition(".")[0]
-    if not module or (module not in sys.modules and module.split(".")[0] not in sys.stdlib_module_names):
-        return None
-    try:
-        cls = getattr(importlib.import_module(module), target.rpartition(".")[2])
-    except Exception:  # noqa: BLE001 - the worker reports an import failure with its cause
-        return None
-    return not_an_adapter(cls, target)
 
 
 class AdapterUnavailable(RuntimeError):

@@ -17,13 +17,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-import torch
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
+from evalkit.adapter_class import adapter_class_problem
 from evalkit.config import config_warnings
-from evalkit.contract import adapter_class_problem
 from evalkit.controller import nodes, rundir, tracking
 from evalkit.controller.environment import environment_lock, git_commit, hardware_description
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest
@@ -61,21 +60,29 @@ def preflight(cfg: DictConfig) -> str | None:
     missing = not_installed(trainer)
     if missing:
         return missing
-    if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
+    if cfg.hardware.device == "cuda" and not cuda_devices():
         return "hardware=cuda but no CUDA device is visible: use hardware=cpu or hardware=auto"
     local = cfg.distributed.world_size // max(1, cfg.distributed.nnodes)    # this node's ranks
-    if runs_on_cuda(cfg) and torch.cuda.device_count() < local:
+    if runs_on_cuda(cfg) and cuda_devices() < local:
         per_node = f" over distributed.nnodes={cfg.distributed.nnodes} ({local} on this node)" \
             if cfg.distributed.nnodes > 1 else ""
         return (f"distributed.world_size={cfg.distributed.world_size}{per_node} on hardware={cfg.hardware.name} "
-                f"needs one CUDA device per rank, {torch.cuda.device_count()} visible (NCCL refuses two ranks on one "
+                f"needs one CUDA device per rank, {cuda_devices()} visible (NCCL refuses two ranks on one "
                 "device): lower distributed.world_size or use hardware=cpu")
     return adapter_class_problem(trainer._target_) or check_resume(cfg)
 
 
 def runs_on_cuda(cfg: DictConfig) -> bool:
     """Whether the workers will train on CUDA (`hardware=cuda`, or `auto` with a visible device)."""
-    return cfg.hardware.device == "cuda" or (cfg.hardware.device == "auto" and torch.cuda.is_available())
+    return cfg.hardware.device == "cuda" or (cfg.hardware.device == "auto" and cuda_devices() > 0)
+
+
+def cuda_devices() -> int:
+    """The CUDA devices torch sees. torch is imported here, only for a job that may run on CUDA: the
+    controller's process otherwise never needs it (the workers import it), and starts a second sooner."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) -> dict[str, str]:

@@ -27,7 +27,7 @@ from evalkit.controller.tracking import (
     quiet_store_logs,
 )
 from evalkit.spool import SpoolTail
-from evalkit.tasks.catalog import FINALIZERS
+from evalkit.tasks.finalizers import FINALIZERS
 
 STEP_COLUMNS = ["step", "loss", "lr", "grad_norm", "step_time_s", "loss_scale", "micro_batches", "samples",
                 "loss_calls", "sched_steps", "validated_before", "wall", "rng"]

@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from evalkit.tasks.finalizers import FINALIZERS
+
 IGNORE_INDEX = -100
 PAD_TOKEN = 0
 
@@ -32,9 +34,6 @@ class Metric:
 
     def value(self, total: float, count: int) -> float:
         return FINALIZERS[self.finalize](total / count)
-
-
-FINALIZERS: dict[str, Callable[[float], float]] = {"identity": lambda mean: mean, "exp": math.exp}
 
 
 @dataclass

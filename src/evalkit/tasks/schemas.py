@@ -9,10 +9,14 @@ before anything is recorded. Imports no torch: the controller reads these.
 """
 from __future__ import annotations
 
+import ast
+import contextlib
 import dataclasses
 import difflib
 import importlib
+import importlib.util
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,13 +84,47 @@ def builder_arguments(task: DictConfig) -> dict[str, Any]:
     return {**{k: v for k, v in values.items() if k not in COMMON}, **extra}
 
 
+def builder_parameters(target: str) -> dict[str, inspect.Parameter] | None:
+    """The parameters of the builder `target` names; None when it cannot be found (the worker then says why).
+    Read from the module's source where it is a plain `def`, so that checking a config imports neither the
+    builder's module nor what it imports (torch, for the bundled tasks: a second of every command); otherwise
+    from the imported function."""
+    module, _, function = target.rpartition(".")
+    if module not in sys.modules:
+        with contextlib.suppress(Exception):    # no source to read: import it below
+            spec = importlib.util.find_spec(module)
+            with open(spec.origin, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+            (found,) = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function]
+            if not found.decorator_list:
+                return _parameters_of(found.args)
+    try:
+        return dict(inspect.signature(getattr(importlib.import_module(module), function)).parameters)
+    except Exception:  # noqa: BLE001 - a builder that does not import is the worker's to report, with its cause
+        return None
+
+
+def _parameters_of(args: ast.arguments) -> dict[str, inspect.Parameter]:
+    """`inspect` parameters from a `def`'s arguments; a default stands for itself (only its presence matters)."""
+    P = inspect.Parameter
+    positional = [*args.posonlyargs, *args.args]
+    defaults = [P.empty] * (len(positional) - len(args.defaults)) + [...] * len(args.defaults)
+    out = [P(a.arg, P.POSITIONAL_ONLY if i < len(args.posonlyargs) else P.POSITIONAL_OR_KEYWORD, default=d)
+           for i, (a, d) in enumerate(zip(positional, defaults))]
+    if args.vararg:
+        out.append(P(args.vararg.arg, P.VAR_POSITIONAL))
+    out += [P(a.arg, P.KEYWORD_ONLY, default=P.empty if d is None else ...)
+            for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    if args.kwarg:
+        out.append(P(args.kwarg.arg, P.VAR_KEYWORD))
+    return {p.name: p for p in out}
+
+
 def fit_problems(task: DictConfig) -> list[str]:
     """Each task key the builder does not take and each argument it needs that the task lacks, one line naming
     the key and the fix; [] when they fit, or when the builder cannot be imported (the worker then says why)."""
-    module, _, function = task._target_.rpartition(".")
-    try:
-        params = inspect.signature(getattr(importlib.import_module(module), function)).parameters
-    except Exception:  # noqa: BLE001 - a builder that does not import is the worker's to report, with its cause
+    params = builder_parameters(task._target_)
+    if params is None:
         return []
     given = builder_arguments(task)
     seed = next((n for n, p in params.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)), None)
