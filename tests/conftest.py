@@ -47,3 +47,26 @@ def machine_alone(tmp_path_factory):
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+# ------------------------------------------------------------------ the longest modules first
+# pytest-xdist (`--dist loadscope --no-loadscope-reorder`, pyproject.toml) hands out whole modules in collection
+# order. Longest first, the two workers end within a short module of each other; in xdist's own order (most tests
+# first) a long module with few tests could start last and run alone. Seconds one module took in a `pytest -n 2`
+# run of the whole suite on the 2-core machine (2026-12-02); a module not listed counts as short.
+MODULE_SECONDS = {
+    "test_team_server.py": 378, "test_probe_semantics.py": 251, "test_adapter_lightning.py": 171,
+    "test_run_integrity.py": 167, "test_adapter_fabric.py": 147, "test_probe_semantics_wrappers.py": 139,
+    "test_adapter_accelerate.py": 127, "test_probe_stability.py": 126, "test_adapter_ignite.py": 114,
+    "test_entry_points.py": 113, "test_adapter_hf_trainer.py": 104, "test_ui_records.py": 93,
+    "test_baseline_runs.py": 90, "test_failures_and_tracking.py": 89, "test_resume_and_secrets.py": 69,
+    "test_probe_performance.py": 66, "test_probe_functional.py": 65, "test_verdict_diverging_sweep.py": 58,
+    "test_tracking_errors.py": 55, "test_spool_full.py": 47, "test_multinode.py": 46, "test_probe_consistency.py": 45,
+    "test_matrix.py": 42, "test_probe_maintenance.py": 39, "test_config_validation.py": 38, "test_submitit.py": 38,
+    "test_probe_customization.py": 36, "test_sweep_resume.py": 35, "test_launchers.py": 34, "test_cuda.py": 23,
+}
+
+
+def pytest_collection_modifyitems(items):
+    # A stable sort: the tests of a module keep their order, and so do the short modules.
+    items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))
