@@ -225,6 +225,7 @@ def test_a_builders_parameters_are_read_from_its_source_as_inspect_reads_them(tm
     assert builder_parameters("no_such_module_here.build") is None
 
 
+@pytest.mark.e2e
 def test_checking_a_cpu_job_before_launch_imports_no_torch():
     """The controller's process composes, validates and pre-flights a job without torch: only the workers train."""
     code = ("import sys\n"

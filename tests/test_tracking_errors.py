@@ -271,3 +271,35 @@ def test_store_turning_read_only_mid_run_is_one_line_per_failure_and_one_hint(tm
     assert failures[0].startswith("[evalkit] tracking store") and "sending is retried" in failures[0]
     assert stderr.count(f"evalkit-ship {tmp_path / 'run'}") == 1
     assert len(stderr.splitlines()) <= 8, stderr
+
+
+@pytest.mark.e2e
+def test_a_store_failing_as_training_starts_does_not_stop_the_job_and_its_tags_follow(tmp_path, monkeypatch):
+    """The store failed between run.json and the run's folder tags (a read-only store, a server restarting):
+    the controller raised a traceback before any worker started. Now training goes on and the tags are set when
+    the run ends. The failure is planted on that one call, in the controller's own process."""
+    from mlflow.tracking import MlflowClient
+    from test_config_validation import _compose
+
+    from evalkit.controller.job import Controller
+    from evalkit.names import RUN_DIR
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ctl = Controller(_compose(*TINY, "train.max_steps=4", "tracking.flush_interval_s=0.2"), str(tmp_path / "run"),
+                     uri=uri)
+    ctl.start_run()
+    set_tags, failed = tracking.set_tags, []
+
+    def fails_once_on_the_folder_tags(client, run_id, tags):
+        if RUN_DIR in tags and not failed:
+            failed.append(tags)
+            raise RuntimeError("(sqlite3.OperationalError) attempt to write a readonly database")
+        return set_tags(client, run_id, tags)
+
+    monkeypatch.setattr(tracking, "set_tags", fails_once_on_the_folder_tags)
+    result = ctl.train()
+    assert failed and result.ok and result.status == "FINISHED", result
+    run = MlflowClient(uri).get_run(ctl.run_id)
+    assert run.data.tags[RUN_DIR] == str(tmp_path / "run")
+    assert [m.step for m in MlflowClient(uri).get_metric_history(ctl.run_id, "train/loss")] == [1, 2, 3, 4]

@@ -184,12 +184,18 @@ class Controller:
         return os.path.join(self.run_dir, "checkpoints")
 
     def _record_run_dir(self) -> None:
-        """Where the job's files are: tags on the run, and run.json for evalkit-ship (with the run's identity,
-        also before the run could be recorded: evalkit-ship then records it)."""
+        """Where the job's files are: run.json for evalkit-ship (with the run's identity, also before the run
+        could be recorded: evalkit-ship then records it), and tags on the run."""
+        self._write_run_file()
+        self._tag_run_dir()
+
+    def _write_run_file(self) -> None:
         with open(os.path.join(self.run_dir, names.RUN_FILE), "w") as fh:
             json.dump({"run_id": self.run_id, "tracking_uri": self.uri, "started_wall": self.started_wall,
                        "role": self.role, "parent_run_id": os.environ.get(names.PARENT_RUN_ENV),
                        "sweep_id": os.environ.get(names.SWEEP_ID_ENV)}, fh)
+
+    def _tag_run_dir(self) -> None:
         if self.run_id is not None:
             tracking.set_tags(self.client, self.run_id, {names.RUN_DIR: self.run_dir,
                                                          names.CHECKPOINT_DIR: self.ckpt_dir})
@@ -221,7 +227,11 @@ class Controller:
         with open(os.path.join(self.run_dir, names.JOB_FILE), "w") as fh:
             json.dump(spec, fh)
         world = self.cfg.distributed.world_size
-        self._record_run_dir()
+        self._write_run_file()
+        # The store may fail just now: training goes on, the shipper meets the failure and says so once, and the
+        # tags are set again when the run ends (ship_and_finish).
+        with contextlib.suppress(Exception), tracking.quiet_store_logs():
+            self._tag_run_dir()
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
         self.workers = nodes.start_ranks(self.cfg, self.run_dir, self.run_id, cuda=runs_on_cuda(self.cfg),
                                          threads=worker_threads(self.cfg))   # several nodes: every node's ranks
@@ -260,6 +270,7 @@ class Controller:
                 shipper.poll(final=True)
                 if shipper.last_error:
                     raise RuntimeError(shipper.last_error)
+                self._tag_run_dir()     # again: the store may have failed when training started
                 self._ship_system_metrics()
                 return self._finish(shipper, os.path.join(self.run_dir, "spool"), outcome)
         except Exception as exc:  # noqa: BLE001 - any store failure means the same to the user
