@@ -156,3 +156,21 @@ def test_timed_workers_are_pinned_to_the_last_cores_leaving_the_first_to_the_con
     assert launch.pinned_cpus(2, 2) == [[0, 1], [2, 3]]
     assert launch.pinned_cpus(1, 4) is None          # one rank on every core: nothing to pin
     assert launch.pinned_cpus(3, 2) is None          # more threads than cores: not pinned
+
+
+def test_workers_get_their_threads_and_openmp_threads_that_sleep_while_waiting(monkeypatch, tmp_path):
+    """GNU OpenMP spins while it waits: beside one busy process a 300-step job took 105 s with two spinning
+    threads, 18 s with OMP_WAIT_POLICY=PASSIVE (16 s on one thread). A caller's own policy is kept."""
+    from evalkit.controller import launch
+
+    started = []
+    monkeypatch.setattr(launch.subprocess, "Popen", lambda cmd, env, **kw: started.append(env))
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "16")
+    launch.WorkerGroup(str(tmp_path), 2, str(tmp_path), threads=1)
+    assert [(e["OMP_NUM_THREADS"], e["MKL_NUM_THREADS"], e["OMP_WAIT_POLICY"]) for e in started] == \
+        [("1", "1", "PASSIVE")] * 2
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    started.clear()
+    launch.WorkerGroup(str(tmp_path), 1, str(tmp_path), threads=2)
+    assert [(e["OMP_NUM_THREADS"], e["OMP_WAIT_POLICY"]) for e in started] == [("2", "ACTIVE")]
