@@ -7,6 +7,9 @@ import os
 import pytest
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+# The tests that train in pytest's own process, as evalkit's workers do: OpenMP threads that sleep while they
+# wait, not spin on the cores the other xdist worker is using (before anything here imports torch).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture
