@@ -60,14 +60,15 @@ def preflight(cfg: DictConfig) -> str | None:
     missing = not_installed(trainer)
     if missing:
         return missing
-    if cfg.hardware.device == "cuda" and not cuda_devices():
+    devices = cuda_devices() if cfg.hardware.device != "cpu" else 0
+    if cfg.hardware.device == "cuda" and not devices:
         return "hardware=cuda but no CUDA device is visible: use hardware=cpu or hardware=auto"
     local = cfg.distributed.world_size // max(1, cfg.distributed.nnodes)    # this node's ranks
-    if runs_on_cuda(cfg) and cuda_devices() < local:
+    if devices and devices < local:
         per_node = f" over distributed.nnodes={cfg.distributed.nnodes} ({local} on this node)" \
             if cfg.distributed.nnodes > 1 else ""
         return (f"distributed.world_size={cfg.distributed.world_size}{per_node} on hardware={cfg.hardware.name} "
-                f"needs one CUDA device per rank, {cuda_devices()} visible (NCCL refuses two ranks on one "
+                f"needs one CUDA device per rank, {devices} visible (NCCL refuses two ranks on one "
                 "device): lower distributed.world_size or use hardware=cpu")
     return adapter_class_problem(trainer._target_) or check_resume(cfg)
 
@@ -120,6 +121,7 @@ class Controller:
             self.client, self.unrecorded = MlflowClient(self.uri), str(exc)
         self.run_id = run_id
         self.run_recorded = run_id is not None   # created, with its params and configuration logged
+        self.run_dir_tagged = False              # the run's folder tags (RUN_DIR, CHECKPOINT_DIR) are set
         self.workers: WorkerGroup | None = None
         self.started: float | None = None     # when start_run recorded the run (monotonic)
         self.sampler: SystemSampler | None = None
@@ -196,9 +198,10 @@ class Controller:
                        "sweep_id": os.environ.get(names.SWEEP_ID_ENV)}, fh)
 
     def _tag_run_dir(self) -> None:
-        if self.run_id is not None:
+        if self.run_id is not None and not self.run_dir_tagged:
             tracking.set_tags(self.client, self.run_id, {names.RUN_DIR: self.run_dir,
                                                          names.CHECKPOINT_DIR: self.ckpt_dir})
+            self.run_dir_tagged = True
 
     def _log_text(self, text: str, artifact_dir: str, name: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -270,7 +273,7 @@ class Controller:
                 shipper.poll(final=True)
                 if shipper.last_error:
                     raise RuntimeError(shipper.last_error)
-                self._tag_run_dir()     # again: the store may have failed when training started
+                self._tag_run_dir()     # when the store failed as training started (or evalkit-ship records it)
                 self._ship_system_metrics()
                 return self._finish(shipper, os.path.join(self.run_dir, "spool"), outcome)
         except Exception as exc:  # noqa: BLE001 - any store failure means the same to the user
