@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -266,9 +267,17 @@ def test_store_turning_read_only_mid_run_is_one_line_per_failure_and_one_hint(tm
         _writable_again(store, store / "mlflow.db")
     assert job.returncode != 0
     assert "Traceback" not in stderr and "sqlalchemy" not in stderr.lower(), stderr[-3000:]
-    failures = [line for line in stderr.splitlines() if "attempt to write a readonly database" in line]
-    assert len(failures) == 2, stderr           # the first failure of its kind, and the final message
-    assert failures[0].startswith("[evalkit] tracking store") and "sending is retried" in failures[0]
+    # SQLite says "attempt to write a readonly database", or "disk I/O error" when the switch lands inside a
+    # write and its rollback journal cannot be removed (seen in CI): one line for each kind's first failure,
+    # then one final line.
+    lines = stderr.splitlines()
+    retried = [re.search(r"failed \((.+?)\): records stay in .* and sending is retried$", line)
+               for line in lines if line.startswith("[evalkit] tracking store")]
+    kinds = [match.group(1) for match in retried if match]
+    assert len(kinds) == len(retried) == len(set(kinds)) >= 1, stderr
+    assert all(kind in ("OperationalError: attempt to write a readonly database", "OperationalError: disk I/O error")
+               for kind in kinds), stderr
+    assert len([line for line in lines if line.startswith("evalkit: the tracking store")]) == 1, stderr
     assert stderr.count(f"evalkit-ship {tmp_path / 'run'}") == 1
     assert len(stderr.splitlines()) <= 8, stderr
 
