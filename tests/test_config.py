@@ -72,6 +72,15 @@ def test_cfg_job_prints_the_composed_config(workdir):
     assert "seed: 7" in proc.stdout and "max_steps:" in proc.stdout
 
 
+@pytest.mark.e2e
+def test_cfg_with_a_sweep_is_one_line_saying_how_to_see_a_sweeps_settings(workdir):
+    proc = run_evalkit(workdir, "--cfg", "hydra", "-m", "seed=0,1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("evalkit: only one of --multirun (-m), --cfg (-c)") and "`evalkit --cfg job seed=0`" in line
+    assert not list(workdir.glob("multirun*")) and not (workdir / "mlflow.db").exists()
+
+
 @pytest.mark.parametrize("yaml", sorted((CONF / "trainer").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_trainer_target_binds_the_adapter_signature(yaml):
     cfg = _compose(f"trainer={yaml.stem}")

@@ -27,6 +27,10 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 register_configs()
 _failures: list[str] = []
+MODE_FLAGS_CONFLICT = (
+    "only one of --multirun (-m), --cfg (-c), --info (-i), --run and --shell-completion can be given at once. To see "
+    "a sweep's settings, leave out -m and give one value per key: `evalkit --cfg job seed=0` prints that job's config, "
+    "`evalkit --cfg hydra hydra/launcher=joblib` the launcher's; then run the sweep with -m alone")
 LAUNCHER_LOGGERS = ("hydra._internal.core_plugins.basic_launcher",
                     "hydra_plugins.hydra_joblib_launcher._core",
                     "hydra_plugins.hydra_submitit_launcher.submitit_launcher")
@@ -96,6 +100,11 @@ def main() -> None:
     except SystemExit:   # Hydra printed an error and exits: a launcher gave up (a submitit job's process died)
         _end_sweep_on_error()
         raise
+    except ValueError as exc:   # Hydra's check of its own flags, before anything is composed
+        if not str(exc).startswith("Only one of --run"):
+            raise
+        print(f"evalkit: {MODE_FLAGS_CONFLICT}", file=sys.stderr)
+        sys.exit(2)
     from evalkit.controller.sweep import failed_jobs, sweep_ended
 
     # A sweep counts its jobs in its ledger (a parallel launcher's jobs fail in other processes; a job whose
