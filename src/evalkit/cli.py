@@ -118,12 +118,12 @@ def main() -> None:
 def _end_sweep_on_error() -> None:
     """A sweep whose launcher raised (Hydra calls no callback then): its parent ends FAILED, counting the jobs
     its ledger holds, instead of staying RUNNING."""
-    from evalkit.controller.sweep import end_active_sweep
+    from evalkit.controller.sweep import SweepNotEnded, end_active_sweep
 
     try:
         parent = end_active_sweep("FAILED", "the launcher stopped on an error before every job ended")
-    except Exception as err:  # noqa: BLE001 - the store may be what failed
-        print(f"evalkit: the sweep's parent run could not be ended ({type(err).__name__})", file=sys.stderr)
+    except SweepNotEnded as err:   # the store may be what failed
+        print(f"evalkit: the sweep: {err}", file=sys.stderr)
         return
     if parent:
         print(f"evalkit: the launcher stopped on the error above; sweep run {parent} ended FAILED", file=sys.stderr)
@@ -142,15 +142,15 @@ def _refuse_unwritable_launch_dir() -> None:
 
 def _interrupted(exc: KeyboardInterrupt) -> int:
     """One line for an interrupt (the job already recorded its run KILLED); a sweep's parent ends KILLED."""
-    from evalkit.controller.sweep import end_active_sweep
+    from evalkit.controller.sweep import SweepNotEnded, end_active_sweep
 
     if not isinstance(exc, Interrupted):
         exc = Interrupted("SIGINT")
     signame, message = exc.signame, exc.message
     try:
         parent = end_active_sweep("KILLED", f"interrupted by {signame}")
-    except Exception as err:  # noqa: BLE001 - the store may be the reason the user pressed Ctrl-C
-        parent, message = None, f"{message}; the sweep's parent run could not be ended ({type(err).__name__})"
+    except SweepNotEnded as err:   # the store may be the reason the user pressed Ctrl-C
+        parent, message = None, f"{message}; the sweep: {err}"
     print(f"evalkit: {message}" + (f"; sweep run {parent} ended KILLED" if parent else ""), file=sys.stderr)
     return exc.exit_code
 

@@ -1,4 +1,6 @@
 """`evalkit-ship RUN_DIR`: record a job whose tracking store failed, from the spool it left on disk.
+`evalkit-ship SWEEP_DIR`: the same for every job of a sweep that did not end, then its parent run
+(`controller/sweep_reship.py`).
 
 Points already in MLflow (through the last step of `train/loss` there) are not sent twice.
 """
@@ -16,13 +18,15 @@ from evalkit.controller import rundir, tracking
 from evalkit.controller.job import Controller, JobResult
 from evalkit.controller.launch import Outcome
 from evalkit.controller.ship import Shipper
+from evalkit.controller.sweep_reship import finish_sweeps, is_sweep_dir
 from evalkit.controller.tracking import TrackingUnavailable
 
 
 def reship(run_dir: str, uri: str | None = None) -> JobResult:
     for name in (names.JOB_FILE, names.RUN_FILE):
         if not os.path.exists(os.path.join(run_dir, name)):
-            raise FileNotFoundError(f"{run_dir} has no {name}: it is not an evalkit run directory")
+            raise FileNotFoundError(f"{run_dir} has no {name}: it is not an evalkit run directory (a job's "
+                                    "hydra.run.dir, or a sweep's hydra.sweep.dir)")
     with open(os.path.join(run_dir, names.JOB_FILE)) as fh:
         spec = json.load(fh)
     with open(os.path.join(run_dir, names.RUN_FILE)) as fh:
@@ -84,11 +88,15 @@ def read_outcome(run_dir: str) -> Outcome | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("run_dir", help="the job's output directory (it holds job.json, run.json and spool/)")
+    parser.add_argument("run_dir", help="the job's output directory (it holds job.json, run.json and spool/), or a "
+                                        "sweep's (hydra.sweep.dir): its jobs that did not end, then its parent run")
     parser.add_argument("--tracking-uri", help="record into this store instead of the one the job used")
     args = parser.parse_args()
+    run_dir = os.path.abspath(args.run_dir)
     try:
-        result = reship(os.path.abspath(args.run_dir), args.tracking_uri)
+        if not os.path.exists(os.path.join(run_dir, names.JOB_FILE)) and is_sweep_dir(run_dir):
+            sys.exit(0 if finish_sweeps(run_dir, args.tracking_uri) else 1)
+        result = reship(run_dir, args.tracking_uri)
     except (FileNotFoundError, TrackingUnavailable, rundir.RunDirBusy) as exc:
         print(f"evalkit-ship: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalkit import names
 from evalkit.controller import tracking
 from evalkit.controller.progress import POSITION_ENV, hush_libraries, say, time_left
+from evalkit.controller.sweep_state import SweepState
 from evalkit.controller.sweep_summary import summarize
 from evalkit.controller.ui import open_hint, share_views, view_address
 from evalkit.secrets import redact_override
@@ -103,8 +104,13 @@ def refuse_unready_launcher(config: DictConfig) -> None:
         sys.exit(2)
 
 
+class SweepNotEnded(RuntimeError):
+    """The store failed while the sweep's parent run was being ended: the message says what to run later."""
+
+
 def end_active_sweep(status: str, reason: str) -> str | None:
-    """End the running sweep's parent run (an interrupted sweep: KILLED); returns its run id, if any."""
+    """End the running sweep's parent run (an interrupted sweep: KILLED); returns its run id, if any.
+    Raises SweepNotEnded."""
     if not _active:
         return None
     sweep = _active.pop()
@@ -119,11 +125,27 @@ class SweepCallback(Callback):
         self.experiment_id: str | None = None
         self.jobs = 0
         self.ledger = ""
+        self.sweep_dir = ""
+        self.state: SweepState | None = None
         self.overrides = ""
         self.reused: list[str] = []          # runs of earlier sweeps kept by sweep.resume
         self.failed = 0
         self.total: int | None = None        # jobs the sweep will run (None: the sweeper did not say)
         self.started = time.monotonic()
+
+    @classmethod
+    def from_state(cls, state: SweepState, sweep_dir: str, uri: str | None = None) -> "SweepCallback":
+        """The sweep its file describes, for `evalkit-ship <sweep dir>`: the store is opened (and checked) here."""
+        fields, sweep = state.fields, cls()
+        sweep.client = tracking.open_client(uri or fields["tracking_uri"])
+        sweep.parent_id, sweep.experiment_id, sweep.sweep_id = (fields["parent_run_id"], fields["experiment_id"],
+                                                                fields["sweep_id"])
+        sweep.overrides, sweep.total, sweep.state = fields["overrides"], fields["total"], state
+        sweep.sweep_dir, sweep.ledger = sweep_dir, os.path.join(sweep_dir, fields["ledger"])
+        last = max(os.path.getmtime(p) for p in (state.path, sweep.ledger) if os.path.exists(p))
+        seconds = (fields.get("end") or {}).get("seconds", last - fields["started_wall"])
+        sweep.started = time.monotonic() - seconds     # the summary's duration: the sweep's, not the outage's
+        return sweep
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         refuse_shared_timing(config)      # before anything is recorded
@@ -153,6 +175,10 @@ class SweepCallback(Callback):
         sweep_dir = os.path.abspath(config.hydra.sweep.dir)
         os.makedirs(sweep_dir, exist_ok=True)
         self.ledger = os.path.join(sweep_dir, LEDGER.format(sweep_id=sweep_id))
+        self.sweep_dir = sweep_dir
+        self.state = SweepState.create(sweep_dir, sweep_id, parent_run_id=self.parent_id, tracking_uri=uri,
+                                       experiment_id=self.experiment_id, overrides=self.overrides,
+                                       total=self.total, ledger=os.path.basename(self.ledger))
         _active.append(self)
         if "submitit" in str(config.hydra.launcher.get("_target_", "")):
             say(config.tracking.progress, f"[evalkit] sweep {sweep_id}: its jobs run through submitit; each job's "
@@ -185,11 +211,11 @@ class SweepCallback(Callback):
                          reason=getattr(result, "reason", None) or (f"{type(error).__name__}: {error}" if error else
                                                                     "refused before it was recorded (see its output)"))
         append_line(self.ledger, json.dumps(entry))
-        self._count()
+        self.count()
         say(config.tracking.progress,
             progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started))
 
-    def _count(self) -> None:
+    def count(self) -> None:
         """jobs, failed and reused from the ledger: the jobs of every process of the sweep (a job whose records
         waited for the store counts as it ended when the sweep shipped them)."""
         lines = read_lines(self.ledger)
@@ -203,35 +229,39 @@ class SweepCallback(Callback):
             return
         if self in _active:
             _active.remove(self)
-        self._ship_the_waiting(config.tracking.progress)
-        self._count()
+        self.ship_the_waiting(config.tracking.progress)
+        self.count()
         self._say_captured_failures(config)
         try:
             self.end("FAILED" if self.failed else "FINISHED")
-        except Exception as exc:  # noqa: BLE001 - the store failed: the jobs' records are what count, said above
-            print(f"[evalkit] sweep {self.sweep_id}: its parent run {self.parent_id} could not be ended "
-                  f"({tracking.describe_failure(exc)}); it stays RUNNING in the store", file=sys.stderr, flush=True)
+        except SweepNotEnded as exc:   # the jobs' records are what count, said above
+            print(f"[evalkit] sweep {self.sweep_id}: {exc}", file=sys.stderr, flush=True)
 
-    def _ship_the_waiting(self, progress: str) -> None:
-        """Jobs whose records waited in their spool for a store that did not answer: shipped now if it does."""
-        for entry in read_lines(self.ledger):
-            run_dir = entry.get("unshipped")
-            if not run_dir:
-                continue
+    def ship_the_waiting(self, progress: str, left_behind: tuple[str, ...] = ()) -> int:
+        """Jobs whose records waited in their spool for a store that did not answer, and `left_behind` (jobs a
+        killed sweep never counted): shipped now if the store answers. Returns how many still wait."""
+        entries = read_lines(self.ledger)
+        shipped = {e["shipped"] for e in entries if e.get("shipped")}
+        waiting = [e["unshipped"] for e in entries if e.get("unshipped") and e["unshipped"] not in shipped]
+        still = 0
+        for run_dir in [*waiting, *left_behind]:
             from evalkit.controller.reship import reship  # the controller's imports, only when needed
 
             try:
                 with tracking.quiet_store_logs():
                     result = reship(run_dir)
-            except Exception as exc:  # noqa: BLE001 - still no store: the job's own message says what to run
+            except Exception as exc:  # noqa: BLE001 - still no store (or the job still runs): said, counted
                 print(f"[evalkit] sweep {self.sweep_id}: {run_dir} still waits for the store "
-                      f"({tracking.describe_failure(exc)}): when it answers, run: evalkit-ship {run_dir}",
+                      f"({tracking.describe_failure(exc)}): when it answers, run: evalkit-ship {self.sweep_dir}",
                       file=sys.stderr, flush=True)
+                still += 1
                 continue
-            append_line(self.ledger, json.dumps({"shipped": run_dir, "run_id": result.run_id, "ok": result.ok,
-                                                 "reused": False}))
+            entry = {"run_id": result.run_id, "ok": result.ok, "reused": False}
+            append_line(self.ledger, json.dumps({"shipped": run_dir, **entry} if run_dir in waiting else
+                                                {**entry, "unshipped": None, "reason": result.reason}))
             say(progress, f"[evalkit] sweep {self.sweep_id}: the store answers again: {run_dir} recorded as run "
                           f"{result.run_id} ({result.status})")
+        return still
 
     def _say_captured_failures(self, config: DictConfig) -> None:
         """Jobs whose output went to files (submitit): their failures and the sweep's count, said here."""
@@ -247,8 +277,21 @@ class SweepCallback(Callback):
                 progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started))
 
     def end(self, status: str, reason: str | None = None) -> None:
-        self._count()
+        """End the parent run with the ledger's counts. Raises SweepNotEnded when the store fails; the sweep's
+        file then keeps the end for `evalkit-ship <sweep dir>`."""
+        self.count()
         _ended.append(self.failed)
+        self.state.update(end={"status": status, "reason": reason, "seconds": time.monotonic() - self.started})
+        try:
+            self._end_parent(status, reason)
+        except Exception as exc:  # noqa: BLE001 - MLflow raises many types; each means the store failed
+            raise SweepNotEnded(
+                f"its parent run {self.parent_id} could not be ended ({tracking.describe_failure(exc)}); it stays "
+                f"RUNNING until the store answers: then run: evalkit-ship {self.sweep_dir}") from None
+        self.state.update(ended=True)
+        self.state.release()
+
+    def _end_parent(self, status: str, reason: str | None) -> None:
         tags = {names.JOBS: self.jobs, names.JOBS_FAILED: self.failed, names.FAILURE_REASON: reason,
                 names.JOBS_REUSED: len(self.reused)}
         if self.reused:     # the list first: a reader that sees the count finds it
