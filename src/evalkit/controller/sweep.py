@@ -24,6 +24,7 @@ from evalkit.secrets import redact_override
 
 _active: list["SweepCallback"] = []      # the sweep of this process, while it runs (for an interrupt)
 _ended: list[int] = []                   # failed jobs of each sweep this process ended (its exit code)
+_not_ended: list[str] = []               # sweeps whose parent run the store did not let this process end
 LEDGER = ".evalkit_jobs_{sweep_id}.jsonl"   # in the sweep directory: a line per finished job, from any process
 
 
@@ -35,6 +36,11 @@ def sweep_ended() -> bool:
 def failed_jobs() -> int:
     """Jobs that failed in the sweeps this process ended, whichever process ran them."""
     return sum(_ended)
+
+
+def sweeps_not_ended() -> list[str]:
+    """The sweeps whose parent run stays RUNNING until `evalkit-ship <sweep dir>` (said when it happened)."""
+    return list(_not_ended)
 
 
 def append_line(path: str, line: str) -> None:
@@ -285,6 +291,7 @@ class SweepCallback(Callback):
         try:
             self._end_parent(status, reason)
         except Exception as exc:  # noqa: BLE001 - MLflow raises many types; each means the store failed
+            _not_ended.append(self.sweep_id)
             raise SweepNotEnded(
                 f"its parent run {self.parent_id} could not be ended ({tracking.describe_failure(exc)}); it stays "
                 f"RUNNING until the store answers: then run: evalkit-ship {self.sweep_dir}") from None
