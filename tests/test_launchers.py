@@ -7,6 +7,7 @@ import pytest
 from helpers import job_runs, run_evalkit
 
 from evalkit import names
+from evalkit.controller.launch import usable_cpus
 
 pytestmark = pytest.mark.e2e
 PARALLEL = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
@@ -29,6 +30,9 @@ def test_a_joblib_sweep_records_every_job_and_point_and_counts_the_failures_of_o
     assert sorted(r.info.status for r in jobs) == ["FAILED", "FAILED", "FINISHED", "FINISHED"]
     counted = [line for line in proc.stderr.splitlines() if "jobs done" in line]
     assert len(counted) == 4 and any("4/4 jobs done (2 failed)" in line for line in counted), counted
+    threads = max(1, usable_cpus() // 2)        # hardware.threads=0: the cores shared by the two jobs at once
+    assert {run.data.params["hardware.threads"] for run in jobs} == {str(threads)}
+    assert {run.data.tags[names.CALIBER].split("|")[1] for run in jobs} == {f"thr={threads}"}
 
 
 def test_a_timed_sweep_refuses_to_run_its_jobs_side_by_side(workdir):

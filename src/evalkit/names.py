@@ -24,6 +24,7 @@ CPUS_ENV = "EVALKIT_CPUS"                       # a timed job's worker: the CPUs
 STARTUP_MILESTONES = ("torch_imported", "wrapper_imported", "first_forward", "first_step")
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"
 SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"           # set by a caller that wants to know the sweep id in advance
+SIDE_BY_SIDE_ENV = "EVALKIT_JOBS_SIDE_BY_SIDE"  # how many jobs the sweep's launcher runs at once on one machine
 
 # --- tags ----------------------------------------------------------------------------------------------------
 TAG_PREFIX = "evalkit."

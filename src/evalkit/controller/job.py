@@ -26,7 +26,7 @@ from evalkit.config import config_warnings
 from evalkit.controller import nodes, rundir, tracking
 from evalkit.controller.environment import environment_lock, git_commit, hardware_description
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest
-from evalkit.controller.launch import Outcome, WorkerGroup
+from evalkit.controller.launch import Outcome, WorkerGroup, default_threads
 from evalkit.controller.progress import JobProgress
 from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
@@ -474,11 +474,11 @@ def outcome_from_spool(spool_dir: str, world: int, errors: dict[int, str]) -> Ou
 
 
 def worker_threads(cfg: DictConfig) -> int:
-    """The intra-op threads of each worker: `hardware.threads`, or (0) the machine's cores shared by the ranks
-    it runs (this node's, with several), as torchrun does. Every arm of a comparison runs with this number, fixed
-    before any wrapper is imported."""
+    """The intra-op threads of each worker: `hardware.threads`, or (0) the usable cores shared by the ranks it
+    runs (this node's, with several) and by the jobs its sweep runs beside it (`launch.default_threads`). Every
+    arm of a comparison runs with this number, fixed before any wrapper is imported."""
     local = max(1, cfg.distributed.world_size // max(1, cfg.distributed.get("nnodes", 1)))
-    return cfg.hardware.threads or max(1, (os.cpu_count() or 1) // local)
+    return cfg.hardware.threads or default_threads(local)
 
 
 def reuse_finished(cfg: DictConfig, role: str) -> JobResult | None:

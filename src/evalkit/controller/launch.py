@@ -44,6 +44,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: a SLURM job's or a container's share (its affinity), else the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_threads(local_ranks: int) -> int:
+    """`hardware.threads=0`: the usable CPUs shared by this node's ranks and by the jobs a sweep's launcher runs
+    beside this one (joblib's n_jobs), as torchrun shares them between its ranks."""
+    side_by_side = max(1, int(os.environ.get(names.SIDE_BY_SIDE_ENV) or 1))
+    return max(1, usable_cpus() // (max(1, local_ranks) * side_by_side))
+
+
 def pinned_cpus(world_size: int, threads: int) -> list[list[int]] | None:
     """For timed jobs: the CPUs each rank is pinned to, `threads` each, taken from the end of the CPUs this
     process may use, so that the first stays with the controller and the system; None when there are not enough
@@ -69,7 +81,7 @@ class WorkerGroup:
         self.ranks = [node_rank * local + i for i in range(local)]
         self.log_paths = [os.path.join(log_dir, f"worker_rank{r}.log") for r in self.ranks]
         port, run_id = master_port or free_port(master_addr), run_id or uuid.uuid4().hex[:12]
-        threads = threads or max(1, (os.cpu_count() or 1) // local)
+        threads = threads or default_threads(local)
         self.cpus = pinned_cpus(local, threads) if pin else None
         self.procs: list[subprocess.Popen] = []
         self.first_failed: int | None = None

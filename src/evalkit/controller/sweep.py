@@ -137,6 +137,7 @@ class SweepCallback(Callback):
         self.reused: list[str] = []          # runs of earlier sweeps kept by sweep.resume
         self.failed = 0
         self.total: int | None = None        # jobs the sweep will run (None: the sweeper did not say)
+        self.side_by_side = 1                # jobs its launcher runs at once on this machine (their threads share it)
         self.started = time.monotonic()
 
     @classmethod
@@ -178,6 +179,7 @@ class SweepCallback(Callback):
         os.environ[names.PARENT_RUN_ENV] = self.parent_id
         os.environ[names.SWEEP_ID_ENV] = sweep_id
         self.sweep_id, self.total, self.started = sweep_id, planned_jobs(config), time.monotonic()
+        self.side_by_side = min(parallel_jobs(config), self.total or parallel_jobs(config))
         sweep_dir = os.path.abspath(config.hydra.sweep.dir)
         os.makedirs(sweep_dir, exist_ok=True)
         self.ledger = os.path.join(sweep_dir, LEDGER.format(sweep_id=sweep_id))
@@ -197,6 +199,7 @@ class SweepCallback(Callback):
             os.environ.setdefault(names.PARENT_RUN_ENV, self.parent_id)
             os.environ.setdefault(names.SWEEP_ID_ENV, self.sweep_id)
             os.environ.setdefault(tracking.DEFAULT_URI_ENV, self.client.tracking_uri)
+            os.environ[names.SIDE_BY_SIDE_ENV] = str(self.side_by_side)    # hardware.threads=0 shares the cores
             num = int(config.hydra.job.get("num") or 0) + 1
             os.environ[POSITION_ENV] = f"{num}/{self.total}" if self.total else str(num)
 
@@ -204,6 +207,7 @@ class SweepCallback(Callback):
         """Each job's end goes to the sweep's ledger, a file every process appends to: with a parallel launcher
         (joblib) this runs in the process that ran the job, where this object is a copy."""
         os.environ.pop(POSITION_ENV, None)
+        os.environ.pop(names.SIDE_BY_SIDE_ENV, None)
         if self.parent_id is None:
             return
         result = job_return._return_value if job_return.status == JobStatus.COMPLETED else None
