@@ -1,5 +1,6 @@
-"""A sweep's own file in its directory, `.evalkit_sweep_<id>.json`: what `evalkit-ship <sweep dir>` needs to end the
-sweep's parent run when the sweep could not (the store was down at its end, or its process was killed).
+"""A sweep's own file in its directory, `.evalkit_sweep_<parent run id>.json`: what `evalkit-ship <sweep dir>`
+needs to end the sweep's parent run when the sweep could not (the store was down at its end, or its process was
+killed).
 
 The sweep's process holds an exclusive lock on the file while it runs, so `evalkit-ship` never ends a live sweep.
 The file is rewritten through the locked descriptor (a rename would make a new, unlocked file).
@@ -12,7 +13,7 @@ import json
 import os
 import time
 
-STATE_FILE = ".evalkit_sweep_{sweep_id}.json"
+STATE_FILE = ".evalkit_sweep_{parent_run_id}.json"   # the parent run's id: unique, where sweep ids may repeat
 
 
 class SweepState:
@@ -22,11 +23,12 @@ class SweepState:
         self.path, self._fd, self.fields = path, fd, fields
 
     @classmethod
-    def create(cls, sweep_dir: str, sweep_id: str, **fields) -> "SweepState":
-        path = os.path.join(sweep_dir, STATE_FILE.format(sweep_id=sweep_id))
+    def create(cls, sweep_dir: str, sweep_id: str, parent_run_id: str, **fields) -> "SweepState":
+        path = os.path.join(sweep_dir, STATE_FILE.format(parent_run_id=parent_run_id))
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)    # a new sweep id: nobody else holds it
-        state = cls(path, fd, {"sweep_id": sweep_id, "pid": os.getpid(), "started_wall": time.time(), **fields})
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)    # a new run's id: nobody else holds it
+        state = cls(path, fd, {"sweep_id": sweep_id, "parent_run_id": parent_run_id, "pid": os.getpid(),
+                               "started_wall": time.time(), **fields})
         state.update()
         return state
 
@@ -49,7 +51,7 @@ class SweepState:
 
 def sweep_states(sweep_dir: str) -> list[str]:
     """The state files of the sweeps that ran in `sweep_dir`, oldest first."""
-    return sorted(glob.glob(os.path.join(sweep_dir, STATE_FILE.format(sweep_id="*"))), key=os.path.getmtime)
+    return sorted(glob.glob(os.path.join(sweep_dir, STATE_FILE.format(parent_run_id="*"))), key=os.path.getmtime)
 
 
 def claim_idle(path: str) -> SweepState | None:
