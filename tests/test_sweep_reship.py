@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from helpers import EVALKIT, job_runs, store_uri, worker_pids
@@ -119,6 +120,44 @@ def test_a_killed_sweep_is_refused_while_it_runs_then_ended_killed_with_its_jobs
     assert parent.info.status == "KILLED" and parent.data.tags[names.JOBS] == "1"
     assert parent.data.tags[names.FAILURE_REASON] == "the sweep's process stopped before it ended (ended by " \
                                                      "evalkit-ship)"
+
+
+@pytest.mark.e2e
+def test_a_launcher_that_loses_a_job_process_ends_its_sweep_and_evalkit_ship_records_the_jobs_it_left(workdir):
+    """joblib's worker process killed (as the kernel's OOM killer would): the launcher raises, the sweep's parent
+    ended FAILED counting no job, and both jobs (loky stops the other worker too) stayed RUNNING forever."""
+    proc = subprocess.Popen([*EVALKIT, "-m", *TINY, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1",
+                             "train.max_steps=100000", "faults.slow_forward_s=0.02",
+                             f"tracking.uri={store_uri(workdir)}"],
+                            cwd=workdir, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    spools = [workdir / "sweep" / str(i) / "spool" / "records_rank0.jsonl" for i in (0, 1)]
+    deadline = time.monotonic() + 180
+    while not all(s.exists() and s.read_text().count('"kind":"step"') >= 5 for s in spools):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-3000:]
+        time.sleep(0.2)
+    (worker,) = worker_pids(str(workdir / "sweep" / "0"))
+    with open(f"/proc/{worker}/stat") as fh:
+        job_process = int(fh.read().rsplit(")", 1)[1].split()[1])       # the loky process running job 0
+    os.kill(job_process, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    sweep_dir = workdir / "sweep"
+    assert f"ended FAILED; 2 job(s) it left unfinished are recorded, and its counts updated, by: evalkit-ship " \
+           f"{sweep_dir}" in stderr, stderr[-3000:]
+    _, parent, jobs = _sweep_and_jobs(workdir)
+    assert parent.info.status == "FAILED" and parent.data.tags[names.JOBS] == "0"
+    assert [j.info.status for j in jobs] == ["RUNNING", "RUNNING"]
+
+    ship = _ship(workdir, sweep_dir)
+    assert ship.returncode == 0, ship.stderr[-3000:]
+    assert f"parent run {parent.info.run_id} ended FAILED (2 jobs, 2 failed)" in ship.stdout
+    client, parent, jobs = _sweep_and_jobs(workdir)
+    assert parent.data.tags[names.JOBS] == "2" and parent.data.tags[names.JOBS_FAILED] == "2"
+    assert parent.data.tags[names.FAILURE_REASON] == "the launcher stopped on an error before every job ended"
+    for job in jobs:
+        assert job.info.status == "KILLED", job.data.tags
+        spooled = (Path(job.data.tags[names.RUN_DIR]) / "spool" / "records_rank0.jsonl").read_text()
+        assert len(client.get_metric_history(job.info.run_id, names.TRAIN_LOSS)) == spooled.count('"kind":"step"')
 
 
 @pytest.mark.e2e

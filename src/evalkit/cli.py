@@ -122,12 +122,20 @@ def _end_sweep_on_error() -> None:
     from evalkit.controller.sweep import SweepNotEnded, end_active_sweep
 
     try:
-        parent = end_active_sweep("FAILED", "the launcher stopped on an error before every job ended")
+        sweep = end_active_sweep("FAILED", "the launcher stopped on an error before every job ended")
     except SweepNotEnded as err:   # the store may be what failed
         print(f"evalkit: the sweep: {err}", file=sys.stderr)
         return
-    if parent:
-        print(f"evalkit: the launcher stopped on the error above; sweep run {parent} ended FAILED", file=sys.stderr)
+    if not sweep:
+        return
+    from evalkit.controller.sweep_reship import left_behind
+
+    # A job whose process the launcher lost (killed, out of memory) stays RUNNING until evalkit-ship records it.
+    left = left_behind(sweep.sweep_dir, sweep.sweep_id, sweep.ledger)
+    hint = f"; {len(left)} job(s) it left unfinished are recorded, and its counts updated, by: evalkit-ship " \
+           f"{sweep.sweep_dir}" if left else ""
+    print(f"evalkit: the launcher stopped on the error above; sweep run {sweep.parent_id} ended FAILED{hint}",
+          file=sys.stderr)
 
 
 def _refuse_unwritable_launch_dir() -> None:
@@ -149,10 +157,10 @@ def _interrupted(exc: KeyboardInterrupt) -> int:
         exc = Interrupted("SIGINT")
     signame, message = exc.signame, exc.message
     try:
-        parent = end_active_sweep("KILLED", f"interrupted by {signame}")
+        sweep = end_active_sweep("KILLED", f"interrupted by {signame}")
     except SweepNotEnded as err:   # the store may be the reason the user pressed Ctrl-C
-        parent, message = None, f"{message}; the sweep: {err}"
-    print(f"evalkit: {message}" + (f"; sweep run {parent} ended KILLED" if parent else ""), file=sys.stderr)
+        sweep, message = None, f"{message}; the sweep: {err}"
+    print(f"evalkit: {message}" + (f"; sweep run {sweep.parent_id} ended KILLED" if sweep else ""), file=sys.stderr)
     return exc.exit_code
 
 

@@ -114,14 +114,14 @@ class SweepNotEnded(RuntimeError):
     """The store failed while the sweep's parent run was being ended: the message says what to run later."""
 
 
-def end_active_sweep(status: str, reason: str) -> str | None:
-    """End the running sweep's parent run (an interrupted sweep: KILLED); returns its run id, if any.
+def end_active_sweep(status: str, reason: str) -> "SweepCallback | None":
+    """End the running sweep's parent run (an interrupted sweep: KILLED); returns the sweep, if any.
     Raises SweepNotEnded."""
     if not _active:
         return None
     sweep = _active.pop()
     sweep.end(status, reason)
-    return sweep.parent_id
+    return sweep
 
 
 class SweepCallback(Callback):
@@ -269,8 +269,9 @@ class SweepCallback(Callback):
             entry = {"run_id": result.run_id, "ok": result.ok, "reused": False}
             append_line(self.ledger, json.dumps({"shipped": run_dir, **entry} if run_dir in waiting else
                                                 {**entry, "unshipped": None, "reason": result.reason}))
-            say(progress, f"[evalkit] sweep {self.sweep_id}: the store answers again: {run_dir} recorded as run "
-                          f"{result.run_id} ({result.status})")
+            why = "the store answers again" if run_dir in waiting else "its job's process had stopped"
+            say(progress, f"[evalkit] sweep {self.sweep_id}: {why}: {run_dir} recorded as run {result.run_id} "
+                          f"({result.status})")
         return still
 
     def _say_captured_failures(self, config: DictConfig) -> None:

@@ -42,25 +42,29 @@ def finish_sweeps(sweep_dir: str, uri: str | None = None) -> bool:
 
 def _finish(state, sweep_dir: str, uri: str | None) -> bool:
     fields = state.fields
-    if fields.get("ended"):
+    left = left_behind(sweep_dir, fields["sweep_id"], os.path.join(sweep_dir, fields["ledger"]))
+    if fields.get("ended") and not left:
         return True
     sweep = SweepCallback.from_state(state, sweep_dir, uri)
     with tracking.quiet_store_logs():
         status = sweep.client.get_run(sweep.parent_id).info.status
-    if status != "RUNNING":
+    if status != "RUNNING" and not left:
         print(f"evalkit-ship: sweep {sweep.sweep_id}: its parent run {sweep.parent_id} has already ended ({status})",
               file=sys.stderr)
         state.update(ended=True)
         return True
-    still = sweep.ship_the_waiting("plain", left_behind=tuple(_left_behind(sweep)))
+    still = sweep.ship_the_waiting("plain", left_behind=tuple(left))
     if still:
         print(f"evalkit-ship: sweep {sweep.sweep_id}: {still} job(s) still wait, so its parent run "
-              f"{sweep.parent_id} stays RUNNING: run evalkit-ship {sweep_dir} again when they can be recorded",
+              f"{sweep.parent_id} is not ended: run evalkit-ship {sweep_dir} again when they can be recorded",
               file=sys.stderr)
         return False
+    # The end the sweep meant (the store failed under it), or KILLED for a sweep whose process died. An abnormal
+    # end (KILLED, or the launcher's error) keeps its status; a normal one counts the jobs as they are now.
     end = fields.get("end") or {"status": "KILLED", "reason": KILLED_REASON}
     sweep.count()
-    status = end["status"] if end["status"] == "KILLED" else ("FAILED" if sweep.failed else "FINISHED")
+    kept = end["status"] == "KILLED" or end.get("reason")
+    status = end["status"] if kept else ("FAILED" if sweep.failed else "FINISHED")
     try:
         sweep.end(status, end.get("reason"))
     except SweepNotEnded as exc:
@@ -71,18 +75,15 @@ def _finish(state, sweep_dir: str, uri: str | None) -> bool:
     return True
 
 
-def _left_behind(sweep: SweepCallback) -> list[str]:
-    """The sweep's job directories (their run.json names the sweep) that its ledger never counted: jobs a killed
-    sweep was running. Jobs waiting for the store are in the ledger already."""
-    entries = read_lines(sweep.ledger)
+def left_behind(sweep_dir: str, sweep_id: str, ledger: str) -> list[str]:
+    """The sweep's job directories (their run.json names the sweep) that its ledger never counted: jobs whose
+    process died with the sweep, or alone (a launcher's worker killed). Jobs waiting for the store are in the
+    ledger already."""
+    entries = read_lines(ledger)
     known = {e.get("unshipped") for e in entries} | {e.get("shipped") for e in entries}
     counted = {e.get("run_id") for e in entries if e.get("run_id") and not e.get("unshipped")}
-    left = []
-    for run_dir, run in _job_dirs(sweep.sweep_dir):
-        if run.get("sweep_id") == sweep.sweep_id and run_dir not in known and \
-                (run.get("run_id") is None or run["run_id"] not in counted):
-            left.append(run_dir)
-    return left
+    return [run_dir for run_dir, run in _job_dirs(sweep_dir) if run.get("sweep_id") == sweep_id and
+            run_dir not in known and (run.get("run_id") is None or run["run_id"] not in counted)]
 
 
 def _job_dirs(sweep_dir: str):
