@@ -126,6 +126,9 @@ def _end_sweep_on_error() -> None:
     except SweepNotEnded as err:   # the store may be what failed
         print(f"evalkit: the sweep: {err}", file=sys.stderr)
         return
+    except Exception as err:  # noqa: BLE001 - Hydra's own exit must not turn into a traceback of ours
+        print(f"evalkit: the sweep's parent run could not be ended ({type(err).__name__}: {err})", file=sys.stderr)
+        return
     if not sweep:
         return
     from evalkit.controller.sweep_reship import left_behind
@@ -160,6 +163,8 @@ def _interrupted(exc: KeyboardInterrupt) -> int:
         sweep = end_active_sweep("KILLED", f"interrupted by {signame}")
     except SweepNotEnded as err:   # the store may be the reason the user pressed Ctrl-C
         sweep, message = None, f"{message}; the sweep: {err}"
+    except Exception as err:  # noqa: BLE001 - the interrupt's own line comes first
+        sweep, message = None, f"{message}; the sweep's parent run could not be ended ({type(err).__name__}: {err})"
     print(f"evalkit: {message}" + (f"; sweep run {sweep.parent_id} ended KILLED" if sweep else ""), file=sys.stderr)
     return exc.exit_code
 

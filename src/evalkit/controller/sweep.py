@@ -133,6 +133,7 @@ class SweepCallback(Callback):
         self.ledger = ""
         self.sweep_dir = ""
         self.state: SweepState | None = None
+        self.ship_uri: str | None = None     # evalkit-ship --tracking-uri: where its jobs are recorded too
         self.overrides = ""
         self.reused: list[str] = []          # runs of earlier sweeps kept by sweep.resume
         self.failed = 0
@@ -144,7 +145,7 @@ class SweepCallback(Callback):
     def from_state(cls, state: SweepState, sweep_dir: str, uri: str | None = None) -> "SweepCallback":
         """The sweep its file describes, for `evalkit-ship <sweep dir>`: the store is opened (and checked) here."""
         fields, sweep = state.fields, cls()
-        sweep.client = tracking.open_client(uri or fields["tracking_uri"])
+        sweep.client, sweep.ship_uri = tracking.open_client(uri or fields["tracking_uri"]), uri
         sweep.parent_id, sweep.experiment_id, sweep.sweep_id = (fields["parent_run_id"], fields["experiment_id"],
                                                                 fields["sweep_id"])
         sweep.overrides, sweep.total, sweep.state = fields["overrides"], fields["total"], state
@@ -259,7 +260,7 @@ class SweepCallback(Callback):
 
             try:
                 with tracking.quiet_store_logs():
-                    result = reship(run_dir)
+                    result = reship(run_dir, self.ship_uri)
             except Exception as exc:  # noqa: BLE001 - still no store (or the job still runs): said, counted
                 print(f"[evalkit] sweep {self.sweep_id}: {run_dir} still waits for the store "
                       f"({tracking.describe_failure(exc)}): when it answers, run: evalkit-ship {self.sweep_dir}",
