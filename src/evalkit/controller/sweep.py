@@ -59,6 +59,13 @@ def read_lines(path: str) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def waiting_jobs(ledger: str) -> list[str]:
+    """The run directories of the sweep's jobs whose records still wait for the store (not shipped since)."""
+    entries = read_lines(ledger)
+    shipped = {e["shipped"] for e in entries if e.get("shipped")}
+    return [e["unshipped"] for e in entries if e.get("unshipped") and e["unshipped"] not in shipped]
+
+
 def parallel_jobs(config: DictConfig) -> int:
     """How many jobs the sweep's launcher runs at once (1 for Hydra's basic launcher)."""
     launcher = config.hydra.get("launcher") or {}
@@ -251,9 +258,7 @@ class SweepCallback(Callback):
     def ship_the_waiting(self, progress: str, left_behind: tuple[str, ...] = ()) -> int:
         """Jobs whose records waited in their spool for a store that did not answer, and `left_behind` (jobs a
         killed sweep never counted): shipped now if the store answers. Returns how many still wait."""
-        entries = read_lines(self.ledger)
-        shipped = {e["shipped"] for e in entries if e.get("shipped")}
-        waiting = [e["unshipped"] for e in entries if e.get("unshipped") and e["unshipped"] not in shipped]
+        waiting = waiting_jobs(self.ledger)
         still = 0
         for run_dir in [*waiting, *left_behind]:
             from evalkit.controller.reship import reship  # the controller's imports, only when needed

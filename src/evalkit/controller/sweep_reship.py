@@ -10,7 +10,7 @@ import sys
 
 from evalkit import names
 from evalkit.controller import tracking
-from evalkit.controller.sweep import SweepCallback, SweepNotEnded, read_lines
+from evalkit.controller.sweep import SweepCallback, SweepNotEnded, read_lines, waiting_jobs
 from evalkit.controller.sweep_state import claim_idle, sweep_states
 
 KILLED_REASON = "the sweep's process stopped before it ended (ended by evalkit-ship)"
@@ -42,13 +42,14 @@ def finish_sweeps(sweep_dir: str, uri: str | None = None) -> bool:
 
 def _finish(state, sweep_dir: str, uri: str | None) -> bool:
     fields = state.fields
-    left = left_behind(sweep_dir, fields["sweep_id"], os.path.join(sweep_dir, fields["ledger"]))
-    if fields.get("ended") and not left:
+    ledger = os.path.join(sweep_dir, fields["ledger"])
+    left = left_behind(sweep_dir, fields["sweep_id"], ledger)
+    if fields.get("ended") and not left and not waiting_jobs(ledger):
         return True
     sweep = SweepCallback.from_state(state, sweep_dir, uri)
     with tracking.quiet_store_logs():
         status = sweep.client.get_run(sweep.parent_id).info.status
-    if status != "RUNNING" and not left:
+    if status != "RUNNING" and not left and not waiting_jobs(ledger):
         print(f"evalkit-ship: sweep {sweep.sweep_id}: its parent run {sweep.parent_id} has already ended ({status})",
               file=sys.stderr)
         state.update(ended=True)
