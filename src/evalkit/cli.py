@@ -119,16 +119,9 @@ def main() -> None:
 def _end_sweep_on_error() -> None:
     """A sweep whose launcher raised (Hydra calls no callback then): its parent ends FAILED, counting the jobs
     its ledger holds, instead of staying RUNNING."""
-    from evalkit.controller.sweep import SweepNotEnded, end_active_sweep
-
-    try:
-        sweep = end_active_sweep("FAILED", "the launcher stopped on an error before every job ended")
-    except SweepNotEnded as err:   # the store may be what failed
-        print(f"evalkit: the sweep: {err}", file=sys.stderr)
-        return
-    except Exception as err:  # noqa: BLE001 - Hydra's own exit must not turn into a traceback of ours
-        print(f"evalkit: the sweep's parent run could not be ended ({type(err).__name__}: {err})", file=sys.stderr)
-        return
+    sweep, problem = _end_active_sweep("FAILED", "the launcher stopped on an error before every job ended")
+    if problem:
+        print(f"evalkit: {problem}", file=sys.stderr)
     if not sweep:
         return
     from evalkit.controller.sweep_reship import left_behind
@@ -152,20 +145,26 @@ def _refuse_unwritable_launch_dir() -> None:
         sys.exit(2)
 
 
-def _interrupted(exc: KeyboardInterrupt) -> int:
-    """One line for an interrupt (the job already recorded its run KILLED); a sweep's parent ends KILLED."""
+def _end_active_sweep(status: str, reason: str):
+    """End this process's running sweep, if any: (the sweep or None, what went wrong or None). Never raises:
+    it runs while Hydra exits or an interrupt is reported, and the store may be what failed."""
     from evalkit.controller.sweep import SweepNotEnded, end_active_sweep
 
+    try:
+        return end_active_sweep(status, reason), None
+    except SweepNotEnded as err:
+        return None, f"the sweep: {err}"
+    except Exception as err:  # noqa: BLE001 - our own line, never a traceback on top of Hydra's exit
+        return None, f"the sweep's parent run could not be ended ({type(err).__name__}: {err})"
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """One line for an interrupt (the job already recorded its run KILLED); a sweep's parent ends KILLED."""
     if not isinstance(exc, Interrupted):
         exc = Interrupted("SIGINT")
-    signame, message = exc.signame, exc.message
-    try:
-        sweep = end_active_sweep("KILLED", f"interrupted by {signame}")
-    except SweepNotEnded as err:   # the store may be the reason the user pressed Ctrl-C
-        sweep, message = None, f"{message}; the sweep: {err}"
-    except Exception as err:  # noqa: BLE001 - the interrupt's own line comes first
-        sweep, message = None, f"{message}; the sweep's parent run could not be ended ({type(err).__name__}: {err})"
-    print(f"evalkit: {message}" + (f"; sweep run {sweep.parent_id} ended KILLED" if sweep else ""), file=sys.stderr)
+    sweep, problem = _end_active_sweep("KILLED", f"interrupted by {exc.signame}")
+    ended = f"; sweep run {sweep.parent_id} ended KILLED" if sweep else ""
+    print(f"evalkit: {exc.message}{ended}" + (f"; {problem}" if problem else ""), file=sys.stderr)
     return exc.exit_code
 
 

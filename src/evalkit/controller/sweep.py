@@ -187,7 +187,8 @@ class SweepCallback(Callback):
         os.environ[names.PARENT_RUN_ENV] = self.parent_id
         os.environ[names.SWEEP_ID_ENV] = sweep_id
         self.sweep_id, self.total, self.started = sweep_id, planned_jobs(config), time.monotonic()
-        self.side_by_side = min(parallel_jobs(config), self.total or parallel_jobs(config))
+        parallel = parallel_jobs(config)
+        self.side_by_side = min(parallel, self.total or parallel)
         sweep_dir = os.path.abspath(config.hydra.sweep.dir)
         os.makedirs(sweep_dir, exist_ok=True)
         self.ledger = os.path.join(sweep_dir, LEDGER.format(sweep_id=sweep_id))

@@ -44,12 +44,13 @@ def _finish(state, sweep_dir: str, uri: str | None) -> bool:
     fields = state.fields
     ledger = os.path.join(sweep_dir, fields["ledger"])
     left = left_behind(sweep_dir, fields["sweep_id"], ledger)
-    if fields.get("ended") and not left and not waiting_jobs(ledger):
+    unrecorded = bool(left or waiting_jobs(ledger))     # jobs the store does not hold whole yet
+    if fields.get("ended") and not unrecorded:
         return True
     sweep = SweepCallback.from_state(state, sweep_dir, uri)
     with tracking.quiet_store_logs():
         status = sweep.client.get_run(sweep.parent_id).info.status
-    if status != "RUNNING" and not left and not waiting_jobs(ledger):
+    if status != "RUNNING" and not unrecorded:
         print(f"evalkit-ship: sweep {sweep.sweep_id}: its parent run {sweep.parent_id} has already ended ({status})",
               file=sys.stderr)
         state.update(ended=True)
