@@ -91,7 +91,7 @@ MODULE_SECONDS = {
     "test_adapter_accelerate.py": 127, "test_probe_stability.py": 126, "test_adapter_ignite.py": 114,
     "test_entry_points.py": 113, "test_adapter_hf_trainer.py": 104, "test_ui_records.py": 93,
     "test_baseline_runs.py": 90, "test_failures_and_tracking.py": 89, "test_resume_and_secrets.py": 69,
-    "test_probe_performance.py": 66, "test_probe_functional.py": 65, "test_verdict_diverging_sweep.py": 58,
+    "test_probe_performance.py": 115, "test_probe_functional.py": 65, "test_verdict_diverging_sweep.py": 58,
     "test_tracking_errors.py": 55, "test_spool_full.py": 47, "test_multinode.py": 46, "test_probe_consistency.py": 45,
     "test_matrix.py": 42, "test_probe_maintenance.py": 39, "test_config_validation.py": 38, "test_submitit.py": 38,
     "test_probe_customization.py": 36, "test_sweep_resume.py": 35, "test_launchers.py": 34,

@@ -38,7 +38,7 @@ QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
     "consistency": ProbePlan(["probe.seeds=2"], ("aligned",), jobs_per_run=4),
     # Timed: one mid-size width, three alternating pairs, aligned mode (the defaults mode's settings change
     # what is computed, not the wrapper's own cost).
-    "performance": ProbePlan(["probe.repeats=3", "probe.widths=[512]", "probe.steps=40"], ("aligned",),
+    "performance": ProbePlan(["probe.repeats=3", "probe.widths=[512]", "probe.steps=300"], ("aligned",),
                              jobs_per_run=6),
     # Aligned mode: what works, and what survives a kill, at the settings that match the baseline's; world size 2
     # and the long run are the thorough preset's.
@@ -53,7 +53,7 @@ QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
 THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classification", "tiny_lm"), probes={
     "semantics": ProbePlan([], jobs_per_run=4),
     "consistency": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40),
-    "performance": ProbePlan(["probe.repeats=8", "probe.widths=[128,512,1024]", "probe.steps=60"],
+    "performance": ProbePlan(["probe.repeats=8", "probe.widths=[128,512,1024]", "probe.steps=300"],
                              jobs_per_run=48),
     "functional": ProbePlan([], jobs_per_run=7),
     # The long run: 3,000 steps, memory and log growth sampled 100 times.
