@@ -38,6 +38,29 @@ sys.argv = ["evalkit", "-m", *sys.argv[1:]]
 cli.main()
 """
 
+# The store fails once as the first job's run is recorded (its records wait in its spool), and once more as the
+# sweep retries them at its end (as when that job's directory is busy); the parent run itself ends.
+SWEEP_WITH_A_JOB_LEFT_WAITING = """
+import sys
+from evalkit.controller import job, reship
+from evalkit import cli
+
+finish, retry, failed = job.Controller._finish, reship.reship, []
+
+def once(real, what):
+    def planted(*args, **kwargs):
+        if what not in failed:
+            failed.append(what)
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+        return real(*args, **kwargs)
+    return planted
+
+job.Controller._finish = once(finish, "job")
+reship.reship = once(retry, "retry")
+sys.argv = ["evalkit", "-m", *sys.argv[1:]]
+cli.main()
+"""
+
 
 def _env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "EVALKIT_DEFAULT_TRACKING_URI")}
@@ -81,6 +104,35 @@ def test_a_sweep_whose_store_fails_at_its_end_says_how_and_evalkit_ship_ends_its
     again = _ship(workdir, sweep_dir)                                 # nothing left to do, nothing done twice
     assert again.returncode == 0 and "ended" not in again.stdout, again.stderr
     assert len(job_runs(workdir)[1]) == 3 and _sweep_and_jobs(workdir)[1].info.status == "FINISHED"
+
+
+@pytest.mark.e2e
+def test_a_job_still_waiting_when_its_sweep_ended_is_shipped_by_evalkit_ship_which_updates_the_counts(workdir):
+    proc = subprocess.run([sys.executable, "-c", SWEEP_WITH_A_JOB_LEFT_WAITING, *TINY, "train.max_steps=6",
+                           "seed=0,1", f"tracking.uri={store_uri(workdir)}"],
+                          cwd=workdir, capture_output=True, text=True, env=_env(), timeout=600)
+    sweep_dir = workdir / "sweep"
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (line,) = [line for line in proc.stderr.splitlines() if "still waits for the store" in line]
+    assert line.endswith(f"when it answers, run: evalkit-ship {sweep_dir}"), line
+    assert "job(s) failed" not in proc.stderr         # trained; only its recording waits
+    assert proc.stderr.rstrip().endswith("evalkit: 1 job(s) not recorded yet: their records wait for the store (the "
+                                         "evalkit-ship line above records them)"), proc.stderr[-2000:]
+    client, parent, jobs = _sweep_and_jobs(workdir)
+    assert parent.info.status == "FAILED" and parent.data.tags[names.JOBS_FAILED] == "1", parent.data.tags
+    assert sorted(j.info.status for j in jobs) == ["FINISHED", "RUNNING"]
+
+    ship = _ship(workdir, sweep_dir)
+    assert ship.returncode == 0, ship.stderr[-3000:]
+    assert f"parent run {parent.info.run_id} ended FINISHED (2 jobs, 0 failed)" in ship.stdout, ship.stdout
+    client, parent, jobs = _sweep_and_jobs(workdir)
+    assert parent.info.status == "FINISHED" and parent.data.tags[names.JOBS_FAILED] == "0"
+    assert parent.data.tags[names.JOBS] == "2" and "2 jobs in" in parent.data.tags[names.MLFLOW_NOTE]
+    assert [j.info.status for j in jobs] == ["FINISHED", "FINISHED"]
+    for j in jobs:      # every step once, the waiting job's too
+        assert [m.step for m in client.get_metric_history(j.info.run_id, names.TRAIN_LOSS)] == list(range(1, 7))
+    again = _ship(workdir, sweep_dir)
+    assert again.returncode == 0 and "ended" not in again.stdout, again.stderr
 
 
 @pytest.mark.e2e

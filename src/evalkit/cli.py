@@ -105,13 +105,17 @@ def main() -> None:
             raise
         print(f"evalkit: {MODE_FLAGS_CONFLICT}", file=sys.stderr)
         sys.exit(2)
-    from evalkit.controller.sweep import failed_jobs, sweep_ended, sweeps_not_ended
+    from evalkit.controller.sweep import failed_jobs, jobs_still_waiting, sweep_ended, sweeps_not_ended
 
     # A sweep counts its jobs in its ledger (a parallel launcher's jobs fail in other processes; a job whose
     # records waited for the store may have been recorded at the sweep's end).
     failed = failed_jobs() if sweep_ended() else len(_failures)
-    if failed:
-        print(f"evalkit: {failed} job(s) failed", file=sys.stderr)
+    waiting = jobs_still_waiting()
+    if failed > waiting:
+        print(f"evalkit: {failed - waiting} job(s) failed", file=sys.stderr)
+    if waiting:      # counted failed by the parent run until evalkit-ship records them
+        print(f"evalkit: {waiting} job(s) not recorded yet: their records wait for the store (the evalkit-ship line "
+              "above records them)", file=sys.stderr)
     if failed or sweeps_not_ended():   # a parent run left RUNNING is work left to do (its line says which)
         sys.exit(1)
 

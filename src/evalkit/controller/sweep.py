@@ -25,6 +25,7 @@ from evalkit.secrets import redact_override
 _active: list["SweepCallback"] = []      # the sweep of this process, while it runs (for an interrupt)
 _ended: list[int] = []                   # failed jobs of each sweep this process ended (its exit code)
 _not_ended: list[str] = []               # sweeps whose parent run the store did not let this process end
+_waiting: list[int] = []                 # of those failed jobs, the ones whose records still wait for the store
 LEDGER = ".evalkit_jobs_{sweep_id}.jsonl"   # in the sweep directory: a line per finished job, from any process
 
 
@@ -36,6 +37,11 @@ def sweep_ended() -> bool:
 def failed_jobs() -> int:
     """Jobs that failed in the sweeps this process ended, whichever process ran them."""
     return sum(_ended)
+
+
+def jobs_still_waiting() -> int:
+    """Of `failed_jobs()`, those not recorded yet: their records still wait in their spool for the store."""
+    return sum(_waiting)
 
 
 def sweeps_not_ended() -> list[str]:
@@ -248,7 +254,7 @@ class SweepCallback(Callback):
             return
         if self in _active:
             _active.remove(self)
-        self.ship_the_waiting(config.tracking.progress)
+        _waiting.append(self.ship_the_waiting(config.tracking.progress))
         self.count()
         self._say_captured_failures(config)
         try:
