@@ -95,7 +95,7 @@ MODULE_SECONDS = {
     "test_tracking_errors.py": 55, "test_spool_full.py": 47, "test_multinode.py": 46, "test_probe_consistency.py": 45,
     "test_matrix.py": 42, "test_probe_maintenance.py": 39, "test_config_validation.py": 38, "test_submitit.py": 38,
     "test_probe_customization.py": 36, "test_sweep_resume.py": 35, "test_launchers.py": 34,
-    "test_cuda.py": 23, "test_sweep_reship.py": 130,
+    "test_cuda.py": 23, "test_sweep_reship.py": 155,
 }
 
 
