@@ -105,6 +105,16 @@ def test_two_nodes_record_the_same_params_but_the_node_keys(jobs):
     assert one.data.tags["evalkit.caliber"] == two.data.tags["evalkit.caliber"]
 
 
+def test_both_nodes_of_a_resumed_job_reuse_its_finished_run_wherever_they_meet(jobs):
+    """sweep.resume=true on a FINISHED two-node job, on another port: node 0 reuses the run, and node 1 too
+    instead of waiting for a node 0 that never comes (the fingerprint leaves out where the nodes meet)."""
+    _, _, two, _, root = jobs
+    (code0, err0), (code1, err1) = two_nodes(root, "sweep.resume=true", "distributed.node_timeout_s=60")
+    for code, err in ((code0, err0), (code1, err1)):
+        assert code == 0 and f"already FINISHED as run {two.info.run_id} (same fingerprint): reused" in err, err[-2000:]
+        assert "waiting for node 0" not in err
+    assert len(job_runs(root)[1]) == 2
+
 def test_a_failing_rank_on_node_1_fails_both_nodes_with_its_cause(tmp_path):
     (tmp_path / "rank_fault.py").write_text(
         "import os\nfrom adapters.baseline import BaselineAdapter\n\n\n"

@@ -507,14 +507,14 @@ def run_job(cfg: DictConfig, run_dir: str, role: str = names.ROLE_JOB) -> JobRes
     when another job holds `run_dir`, and `Interrupted` after recording the run on SIGINT/SIGTERM. `role`:
     the run's `evalkit.role` (a probe's jobs are `probe_job`)."""
     cfg.hardware.threads = worker_threads(cfg)   # recorded as resolved: params, caliber and the workers agree
+    if role == names.ROLE_JOB:                   # every node of a multi-node job: node 0 would not come
+        reused = reuse_finished(cfg, role)
+        if reused is not None:
+            return reused
     if cfg.distributed.nnodes > 1:               # the job's directory is the one every node sees (nodes.py)
         run_dir = os.path.abspath(cfg.distributed.shared_dir)
         if cfg.distributed.node_rank > 0:        # runs its ranks, records nothing: node 0 records them
             return nodes.run_other_node(cfg)
-    if role == names.ROLE_JOB:
-        reused = reuse_finished(cfg, role)
-        if reused is not None:
-            return reused
     claim = rundir.claim_fresh(run_dir)
     if claim.archived:
         print(f"[evalkit] {run_dir} held an earlier job's files: moved to {claim.archived}", file=sys.stderr)

@@ -13,6 +13,9 @@ from omegaconf import DictConfig, OmegaConf
 from evalkit import names
 
 IGNORED = ("tracking", "sweep", "run_name")    # where a job records and how it is named do not change what it does
+# Where the nodes of a multi-node job meet, and which node reads the config: every node of one job computes the
+# fingerprint node 0 recorded (the number of nodes, which splits the ranks, counts).
+IGNORED_DISTRIBUTED = ("node_rank", "master_addr", "master_port", "shared_dir", "node_timeout_s")
 
 
 def fingerprint(cfg: DictConfig) -> str:
@@ -20,6 +23,8 @@ def fingerprint(cfg: DictConfig) -> str:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     for key in IGNORED:
         resolved.pop(key, None)
+    for key in IGNORED_DISTRIBUTED:
+        resolved.get("distributed", {}).pop(key, None)
     return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
