@@ -58,11 +58,23 @@ def test_an_unknown_group_option_lists_the_options():
 
 
 @pytest.mark.e2e
-def test_typo_on_the_command_line_names_the_key_and_exits_nonzero(workdir):
-    proc = run_evalkit(workdir, "train.max_stepz=3")
-    assert proc.returncode != 0
-    assert "max_stepz" in proc.stderr and "not in" in proc.stderr
-    assert not (workdir / "mlflow.db").exists()          # nothing started, nothing half-recorded
+@pytest.mark.parametrize("overrides,multirun,line", [
+    (["train.max_stepz=3"], False, "train.max_stepz is not a setting: did you mean train.max_steps?"),
+    # A value only one job of the sweep has: Hydra's sweeper composes it after the sweep's callbacks ran.
+    (["seed=0,1", "train.max_steps=2,x"], True,
+     "Error merging override train.max_steps=x Value 'x' of type 'str' could not be converted to Integer"),
+    (["seed=0,1", "train.lr=[1"], True, "train.lr=[1: no viable alternative at input '[1'"),
+])
+def test_a_bad_override_is_one_line_naming_it_exit_2_and_nothing_recorded(workdir, overrides, multirun, line):
+    proc = run_evalkit(workdir, *overrides, multirun=multirun)
+    assert proc.returncode == 2 and proc.stderr == f"evalkit: bad override: {line}\n", proc.stderr
+    assert sorted(p.name for p in workdir.iterdir()) == []      # no store, no run or sweep directory
+
+
+@pytest.mark.e2e
+def test_hydra_full_error_still_gives_hydras_stack_trace(workdir):
+    proc = run_evalkit(workdir, "train.max_stepz=3", env={"HYDRA_FULL_ERROR": "1"})
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "ConfigCompositionException" in proc.stderr
 
 
 @pytest.mark.e2e
@@ -108,3 +120,19 @@ def test_every_task_yaml_holds_exactly_its_builders_keyword_arguments(yaml):
 
 def test_every_bundled_schema_has_its_yaml():
     assert sorted(BUNDLED) == sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
+
+
+def test_a_launcher_failure_is_one_line_and_anything_else_keeps_its_stack_trace():
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    from evalkit.hydra_errors import report
+
+    lost = TerminatedWorkerError("A worker process managed by the executor was unexpectedly terminated.\n\n"
+                                 "The exit codes of the workers are {SIGKILL(-9)}")
+    assert report(lost) == ("evalkit: the launcher failed: TerminatedWorkerError: A worker process managed by the "
+                            "executor was unexpectedly terminated. The exit codes of the workers are {SIGKILL(-9)}")
+    try:
+        {}["missing"]
+    except KeyError as exc:
+        bug = report(exc)
+    assert bug.startswith("Traceback (most recent call last):") and bug.endswith("KeyError: 'missing'")

@@ -152,7 +152,7 @@ def test_the_check_reads_the_real_suite():
     found = unmarked_starters(unmarked, shared)
     for known in ("test_baseline_runs.py::test_ddp_trains_with_two_gloo_processes_and_logs_both_ranks_memory",
                   "test_team_server.py::test_a_job_that_ends_in_an_outage_says_how_and_evalkit_ship_records_it_once",
-                  "test_config.py::test_typo_on_the_command_line_names_the_key_and_exits_nonzero",
+                  "test_config.py::test_a_bad_override_is_one_line_naming_it_exit_2_and_nothing_recorded",
                   "test_config_validation.py::test_the_warning_is_recorded_as_a_tag"):
         assert known in found
     assert not any(name.startswith(("test_analysis_", "test_units.py")) for name in found)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -31,6 +32,7 @@ MODE_FLAGS_CONFLICT = (
     "only one of --multirun (-m), --cfg (-c), --info (-i), --run and --shell-completion can be given at once. To see "
     "a sweep's settings, leave out -m and give one value per key: `evalkit --cfg job seed=0` prints that job's config, "
     "`evalkit --cfg hydra hydra/launcher=joblib` the launcher's; then run the sweep with -m alone")
+HYDRA_RAISES_ENV = "EVALKIT_HYDRA_RAISES"     # set with HYDRA_FULL_ERROR=1 when evalkit, not the user, set it
 LAUNCHER_LOGGERS = ("hydra._internal.core_plugins.basic_launcher",
                     "hydra_plugins.hydra_joblib_launcher._core",
                     "hydra_plugins.hydra_submitit_launcher.submitit_launcher")
@@ -93,18 +95,29 @@ def main() -> None:
     _refuse_unwritable_launch_dir()
     mask_secrets_in_log(*LAUNCHER_LOGGERS)   # they print every job's overrides
     raise_on_stop_signals()
+    # Hydra raises what it would print, said below in one line, unless the user asked for its stack traces (an
+    # evalkit started by this one inherits the switch, not the request).
+    full_trace = os.environ.get("HYDRA_FULL_ERROR") == "1" and not os.environ.get(HYDRA_RAISES_ENV)
+    if not full_trace:
+        os.environ.update({"HYDRA_FULL_ERROR": "1", HYDRA_RAISES_ENV: "1"})
     try:
         _app()
     except KeyboardInterrupt as exc:
         sys.exit(_interrupted(exc))
-    except SystemExit:   # Hydra printed an error and exits: a launcher gave up (a submitit job's process died)
+    except SystemExit:   # a launcher gave up and exits (a submitit job's process died)
         _end_sweep_on_error()
         raise
     except ValueError as exc:   # Hydra's check of its own flags, before anything is composed
         if not str(exc).startswith("Only one of --run"):
-            raise
+            _hydra_raised(exc, full_trace)
         print(f"evalkit: {MODE_FLAGS_CONFLICT}", file=sys.stderr)
         sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - whatever Hydra would have printed
+        _hydra_raised(exc, full_trace)
+    finally:
+        if not full_trace:
+            for name in ("HYDRA_FULL_ERROR", HYDRA_RAISES_ENV):
+                os.environ.pop(name, None)
     from evalkit.controller.sweep import failed_jobs, jobs_still_waiting, sweep_ended, sweeps_not_ended
 
     # A sweep counts its jobs in its ledger (a parallel launcher's jobs fail in other processes; a job whose
@@ -118,6 +131,19 @@ def main() -> None:
               "above records them)", file=sys.stderr)
     if failed or sweeps_not_ended():   # a parent run left RUNNING is work left to do (its line says which)
         sys.exit(1)
+
+
+def _hydra_raised(exc: Exception, full_trace: bool) -> NoReturn:
+    """A bad override (exit 2) or a launcher's failure in one line, anything else with its stack trace (exit 1);
+    a sweep that had started ends FAILED."""
+    from evalkit.hydra_errors import is_override_error, report
+
+    if full_trace:
+        _end_sweep_on_error()
+        raise exc
+    print(report(exc), file=sys.stderr, flush=True)
+    _end_sweep_on_error()
+    sys.exit(2 if is_override_error(exc) else 1)
 
 
 def _end_sweep_on_error() -> None:

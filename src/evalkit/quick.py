@@ -24,6 +24,7 @@ import uuid
 from evalkit import names
 from evalkit.controller.progress import say, time_left
 from evalkit.controller.tracking import display_uri, resolve_uri
+from evalkit.hydra_errors import one_line
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
 from evalkit.trainers import installed_trainers
 
@@ -195,38 +196,16 @@ def job_problems(overrides: list[str]) -> list[str]:
     try:
         jobs = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)[0]
     except HydraException as exc:
-        return [f"bad override: {_one_line(exc)}"]
+        return [f"bad override: {one_line(exc)}"]
     problems: dict[str, None] = {}
     with initialize_config_module("evalkit.conf", version_base=None):
         for job in jobs:
             try:
                 found = [f"invalid config: {p}" for p in validate(compose("config", overrides=job))]
             except (HydraException, OmegaConfBaseException) as exc:
-                found = [f"bad override: {_one_line(exc)}"]
+                found = [f"bad override: {one_line(exc)}"]
             problems.update(dict.fromkeys(found))
     return list(problems)
-
-
-_HYDRA_NOISE = ("To append", "full_key:", "reference_type=", "object_type=", "See https://")
-
-
-def _one_line(exc: BaseException) -> str:
-    """Hydra's error and its causes on one line, without the hints that do not apply here (Hydra suggests
-    `+key=value` for a typo, which evalkit refuses); a mistyped key gets the nearest valid one."""
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
-
-    from evalkit.config import closest_key
-
-    chain = [exc]
-    while chain[-1].__cause__ is not None:
-        chain.append(chain[-1].__cause__)
-    for error in chain:
-        key = getattr(error, "full_key", None) if isinstance(error, (ConfigAttributeError, ConfigKeyError)) else None
-        if key and closest_key(key):
-            return f"{key} is not a setting: did you mean {closest_key(key)}?"
-    text = "\n".join(str(error).split("Config search path")[0] for error in chain)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return " ".join(line for line in lines if not line.startswith(_HYDRA_NOISE))
 
 
 def jobs_recorded(uri: str, sweep: str) -> int:

@@ -95,6 +95,16 @@ def refuse_shared_timing(config: DictConfig) -> None:
         sys.exit(2)
 
 
+def refuse_bad_overrides(config: DictConfig) -> None:
+    """A job of the sweep that cannot be composed: one line, before the sweep's parent run exists."""
+    from evalkit.hydra_errors import sweep_override_problem
+
+    problem = sweep_override_problem(config)
+    if problem:
+        print(f"evalkit: bad override: {problem}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
 def refuse_multinode(config: DictConfig) -> None:
     """A job over several nodes is one command per node (`controller/nodes.py`): a sweep's parent run would be
     recorded by every node, and its jobs' directories would differ between nodes. Refused before any."""
@@ -169,7 +179,8 @@ class SweepCallback(Callback):
         return sweep
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        refuse_shared_timing(config)      # before anything is recorded
+        refuse_bad_overrides(config)      # before anything is recorded
+        refuse_shared_timing(config)
         refuse_unready_launcher(config)
         refuse_multinode(config)
         hush_libraries(config.tracking.progress)

@@ -1,0 +1,84 @@
+"""Hydra's errors said in one line: a bad override on the command line, and a sweep's jobs composed before the
+sweep records anything.
+
+Hydra prints a multi-line report for a bad override (with hints that do not apply to evalkit: `+key=value` for
+a typo, which evalkit refuses) and a stack trace for anything else, a parallel launcher's lost worker included.
+`evalkit` asks Hydra to raise instead (HYDRA_FULL_ERROR=1, unless the user set it for the full trace) and says it
+here.
+"""
+from __future__ import annotations
+
+import traceback
+
+from omegaconf import DictConfig
+
+_HYDRA_NOISE = ("To append", "full_key:", "reference_type=", "object_type=", "See https://",
+                "Set the environment variable HYDRA_FULL_ERROR")
+# Where the exceptions of Hydra's parallel launchers come from (a worker process lost, a job that died).
+LAUNCHER_MODULES = ("joblib", "loky", "submitit", "hydra_plugins")
+
+
+def one_line(exc: BaseException) -> str:
+    """Hydra's error and its causes on one line, without the hints that do not apply here; a mistyped key gets
+    the nearest valid one."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    from evalkit.config import closest_key
+
+    chain = [exc]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    for error in chain:
+        key = getattr(error, "full_key", None) if isinstance(error, (ConfigAttributeError, ConfigKeyError)) else None
+        if key and closest_key(key):
+            return f"{key} is not a setting: did you mean {closest_key(key)}?"
+    text = "\n".join(str(error).split("Config search path")[0] for error in chain)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = " ".join(line for line in lines if not line.startswith(_HYDRA_NOISE))
+    override = getattr(exc, "override", None)      # a parse error names the override apart from its message
+    return f"{override}: {said}" if isinstance(override, str) and override not in said else said
+
+
+def is_override_error(exc: BaseException) -> bool:
+    """A config that cannot be composed: a key that does not exist, a value of the wrong type, a missing option."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    return isinstance(exc, (HydraException, OmegaConfBaseException))
+
+
+def is_launcher_error(exc: BaseException) -> bool:
+    return type(exc).__module__.split(".")[0] in LAUNCHER_MODULES
+
+
+def report(exc: BaseException) -> str:
+    """What to print for an exception Hydra raised: one line for a bad override or a launcher's failure, the stack
+    trace (an evalkit bug) otherwise."""
+    if is_override_error(exc):
+        return f"evalkit: bad override: {one_line(exc)}"
+    if is_launcher_error(exc):
+        return f"evalkit: the launcher failed: {type(exc).__name__}: {one_line(exc)}"
+    return "".join(traceback.format_exception(exc)).rstrip()
+
+
+def sweep_override_problem(config: DictConfig) -> str | None:
+    """A bad override among the sweep's jobs (`train.max_steps=2,x`): Hydra's sweeper composes the jobs only after
+    the sweep's callbacks ran, so the sweep composes them first, as the sweeper will, before recording anything.
+    None when every job composes (or another sweeper than Hydra's basic one decides the jobs)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if "basic_sweeper" not in str(config.hydra.sweeper.get("_target_", "")).lower():
+        return None
+    loader = GlobalHydra.instance().config_loader()
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        for batch in BasicSweeper.split_arguments(parsed, None):
+            for job in batch:
+                loader.load_sweep_config(config, list(job))
+    except Exception as exc:  # noqa: BLE001 - said as Hydra's sweeper would raise it, in one line
+        if is_override_error(exc):
+            return one_line(exc)
+        raise
+    return None
