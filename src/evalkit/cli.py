@@ -138,11 +138,11 @@ def _hydra_raised(exc: Exception, full_trace: bool) -> NoReturn:
     a sweep that had started ends FAILED."""
     from evalkit.hydra_errors import is_override_error, report
 
-    if full_trace:
-        _end_sweep_on_error()
-        raise exc
-    print(report(exc), file=sys.stderr, flush=True)
+    if not full_trace:
+        print(report(exc), file=sys.stderr, flush=True)
     _end_sweep_on_error()
+    if full_trace:
+        raise exc
     sys.exit(2 if is_override_error(exc) else 1)
 
 

@@ -61,22 +61,33 @@ def report(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc)).rstrip()
 
 
+def sweep_jobs(overrides: list[str]) -> list[list[str]]:
+    """The jobs (each its list of overrides) Hydra's basic sweeper makes of a multirun's `overrides`, the last
+    varying fastest. Raises Hydra's parse error for an override it cannot parse."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the sweeper `evalkit -m` uses
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    return [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def basic_sweeper_jobs(config: DictConfig) -> list[list[str]] | None:
+    """`sweep_jobs` of a multirun's config; None when another sweeper than Hydra's basic one decides the jobs."""
+    if "basic_sweeper" not in str(config.hydra.sweeper.get("_target_", "")).lower():
+        return None
+    return sweep_jobs(config.hydra.overrides.task)
+
+
 def sweep_override_problem(config: DictConfig) -> str | None:
     """A bad override among the sweep's jobs (`train.max_steps=2,x`): Hydra's sweeper composes the jobs only after
     the sweep's callbacks ran, so the sweep composes them first, as the sweeper will, before recording anything.
     None when every job composes (or another sweeper than Hydra's basic one decides the jobs)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    if "basic_sweeper" not in str(config.hydra.sweeper.get("_target_", "")).lower():
-        return None
     loader = GlobalHydra.instance().config_loader()
     try:
-        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-        for batch in BasicSweeper.split_arguments(parsed, None):
-            for job in batch:
-                loader.load_sweep_config(config, list(job))
+        for job in basic_sweeper_jobs(config) or []:
+            loader.load_sweep_config(config, job)
     except Exception as exc:  # noqa: BLE001 - said as Hydra's sweeper would raise it, in one line
         if is_override_error(exc):
             return one_line(exc)

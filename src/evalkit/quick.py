@@ -24,7 +24,7 @@ import uuid
 from evalkit import names
 from evalkit.controller.progress import say, time_left
 from evalkit.controller.tracking import display_uri, resolve_uri
-from evalkit.hydra_errors import one_line
+from evalkit.hydra_errors import one_line, sweep_jobs
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
 from evalkit.trainers import installed_trainers
 
@@ -185,8 +185,6 @@ def job_problems(overrides: list[str]) -> list[str]:
     """Compose every job of the sweep `overrides` describe, as `evalkit -m` will, and validate it: each
     problem once, one line each (empty: every job is valid)."""
     from hydra import compose, initialize_config_module
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the sweeper `evalkit -m` uses
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -194,7 +192,7 @@ def job_problems(overrides: list[str]) -> list[str]:
 
     register_configs()
     try:
-        jobs = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)[0]
+        jobs = sweep_jobs(overrides)
     except HydraException as exc:
         return [f"bad override: {one_line(exc)}"]
     problems: dict[str, None] = {}

@@ -377,16 +377,13 @@ def captured_log() -> str | None:
 def planned_jobs(config: DictConfig) -> int | None:
     """How many jobs the multirun's overrides make (Hydra's basic sweeper: the cartesian product); None when
     another sweeper decides."""
-    try:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-        from hydra.core.override_parser.overrides_parser import OverridesParser
+    from evalkit.hydra_errors import basic_sweeper_jobs
 
-        if "basic_sweeper" not in str(config.hydra.sweeper.get("_target_", "")).lower():
-            return None
-        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-        return sum(len(batch) for batch in BasicSweeper.split_arguments(parsed, None))
+    try:
+        jobs = basic_sweeper_jobs(config)
     except Exception:  # noqa: BLE001 - progress is a courtesy: never a reason for a sweep to fail
         return None
+    return None if jobs is None else len(jobs)
 
 
 def progress_line(sweep_id: str, done: int, total: int | None, failed: int, elapsed_s: float) -> str:
