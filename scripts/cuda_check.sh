@@ -2,7 +2,7 @@
 # The GPU verification in one call (device machine: python3 with torch, lightning, accelerate and
 # transformers preinstalled; the rest carried as wheels in .whl/, see scripts/fetch_device_wheels.sh).
 #   device run: bash scripts/cuda_check.sh        (carry: [".whl"]; writes its results under $OUT)
-# It runs tests/test_cuda.py (every adapter x fp32/bf16_mixed/fp16_mixed on CUDA, NCCL DDP when two
+# It runs tests/e2e/test_cuda.py (every adapter x fp32/bf16_mixed/fp16_mixed on CUDA, NCCL DDP when two
 # GPUs are visible), tabulates the runs those tests recorded, then measures the observer overhead on CUDA.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ PY
 cat "$OUT/env.txt"
 
 # 1. The CUDA tests; pytest's --basetemp keeps each test's MLflow store for the table below.
-timeout "${TEST_TIMEOUT:-420}" "$PY" -m pytest -p no:cacheprovider tests/test_cuda.py -v -n "${WORKERS:-6}" \
+timeout "${TEST_TIMEOUT:-420}" "$PY" -m pytest -p no:cacheprovider tests/e2e/test_cuda.py -v -n "${WORKERS:-6}" \
     --timeout 400 --basetemp "$BASE" --junitxml "$OUT/test_cuda.xml" 2>&1 | tee "$OUT/test_cuda.log"
 status=${PIPESTATUS[0]}
 

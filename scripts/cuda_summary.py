@@ -1,5 +1,5 @@
 """Tabulate every evalkit job recorded under a folder of local stores (`*/mlflow.db`, e.g. pytest's
---basetemp after tests/test_cuda.py): trainer, precision requested/observed, status, throughput, memory.
+--basetemp after tests/e2e/test_cuda.py): trainer, precision requested/observed, status, throughput, memory.
 
     python scripts/cuda_summary.py /tmp/cuda_check [--json out.json]
 """

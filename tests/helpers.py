@@ -11,7 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+TESTS = Path(__file__).resolve().parent          # tests/: helpers.py, planted/, fixtures/
+REPO = TESTS.parent                              # the checkout
+CONF = REPO / "conf"
+PLANTED = TESTS / "planted"                      # wrong loops planted on purpose (tests/planted/README.md)
+FIXTURES = TESTS / "fixtures"                    # recorded evidence (scripts/record_semantics_fixture.py)
 _SCRIPT = os.path.join(os.path.dirname(sys.executable), "evalkit")
 # The console script of an installed evalkit; without one (a GPU machine running from PYTHONPATH, see
 # scripts/cuda_check.sh) the same entry point through the interpreter.
@@ -122,6 +126,50 @@ def aligned_with_baseline(workdir, *trainer: str):
     return client, wrapper, baseline
 
 
+class SharedSweep:
+    """The session's shared store (conftest's `shared_sweep`): the baseline and every installed wrapper, aligned
+    fp32 on ADAPTER_SMALL, one `evalkit -m` into `folder`/mlflow.db. Read it, never write to it."""
+
+    def __init__(self, folder: Path):
+        import json
+
+        self.folder = folder
+        done = json.loads((folder / "sweep.json").read_text())
+        self.trainers, self.returncode, self.stderr = done["trainers"], done["returncode"], done["stderr"]
+
+    def runs(self) -> tuple:
+        """(client, {trainer: its job run}); fails with the sweep's own error output if the sweep failed."""
+        assert self.returncode == 0, self.stderr
+        client, runs = job_runs(self.folder)
+        jobs = {r.data.tags["evalkit.trainer"]: r for r in runs if r.data.tags.get("evalkit.role") == "job"}
+        assert sorted(jobs) == sorted(self.trainers), (sorted(jobs), self.trainers)
+        return client, jobs
+
+    def aligned(self, trainer: str) -> tuple:
+        """(client, the wrapper's run, the baseline's run): what `aligned_with_baseline` runs, read from here."""
+        client, jobs = self.runs()
+        return client, jobs[trainer], jobs["baseline"]
+
+
+def shared_sweep_in(folder: Path) -> SharedSweep:
+    """The shared sweep in `folder`, built there unless a process of this session already has (an exclusive lock
+    beside it: pytest-xdist's workers wait for the one that builds it)."""
+    import fcntl
+    import json
+
+    from evalkit.trainers import installed_trainers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "sweep.json").exists():
+            trainers = installed_trainers()[0]
+            proc = run_evalkit(folder, f"trainer={','.join(trainers)}", *ADAPTER_SMALL, multirun=True, timeout=1500)
+            (folder / "sweep.json").write_text(json.dumps(
+                {"trainers": trainers, "returncode": proc.returncode, "stderr": proc.stderr[-4000:]}))
+    return SharedSweep(folder)
+
+
 def assert_resumed_at_step_21(client, continuous, resumed):
     """A run resumed from the step-20 checkpoint records steps 21..40 and step 21's LR is the continuous
     run's; returns (continuous rows by step, resumed rows) for further checks."""
@@ -174,6 +222,109 @@ def worker_pids(marker: str) -> list[int]:
                 found.append(int(entry))
     return found
 
+
+# ------------------------------------------------------------------ planted semantics and their recorded evidence
+# The semantic probe's planted wrong variants (tests/planted/planted_loop.py), each with the finding it must raise.
+# scripts/record_probe_fixtures.py records the evidence of every one (tests/fixtures/semantics/planted/), the unit
+# tier judges those recordings (tests/unit/probes/semantics/test_judge_planted.py), and the e2e tier trains one
+# variant of each family live and checks that the recording still matches.
+# variant -> (finding code, first step); each group's jobs are the probe settings beside it in SETTINGS
+SEMANTICS_WS1 = {
+    "lr.per_micro_batch": ("lr.per_micro_batch", 2), "lr.per_epoch": ("lr.per_epoch", 2),
+    "lr.twice_per_step": ("lr.twice_per_step", 2), "lr.warmup_off_by_one": ("lr.warmup_off_by_one", 1),
+    "lr.warmup_unit": ("lr.warmup_unit", 1), "loss.window_summed": ("loss.window_summed", 1),
+    "window.short_underscaled": ("window.short_underscaled", 4), "window.short_dropped": ("window.short_dropped", 4),
+    "window.short_carried": ("window.short_carried", 4), "window.short_merged": ("window.short_merged", 4),
+    "clip.unasked": ("clip.unasked", None),
+    "wd.unasked": ("wd.unasked", 1), "order.shuffled": ("order.shuffled", 1),
+    "forward.before_training": ("forward.before_training", 0), "forward.extra_train": ("forward.extra_train", 1),
+    "val.train_mode": ("val.train_mode", 4), "val.cadence": ("val.cadence", 1),
+    "steps.extra": ("steps.extra", 11), "steps.fewer": ("steps.fewer", 10),
+    "precision.mismatch": ("precision.mismatch", 1), "unexplained": ("unexplained.update", 1),
+}
+SEMANTICS_WS1_BOTH_JOBS = {"clip.per_micro_batch": ("clip.per_micro_batch", None),
+                           "clip.before_unscale": ("clip.before_unscale", 1),
+                           "order.fixed_seed": ("order.fixed_seed", 1)}
+SEMANTICS_WS2 = {"ddp.grad_summed": ("ddp.grad_summed", 1),
+                 "order.distributed_interleave": ("order.distributed_interleave", 1),
+                 "order.padded": ("order.padded", 1)}
+SEMANTICS_SETTINGS = [(SEMANTICS_WS1, ["probe.world_sizes=[1]", "probe.clip=[false]"]),
+                      (SEMANTICS_WS1_BOTH_JOBS, ["probe.world_sizes=[1]"]),
+                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]"])]
+SEMANTICS_PLANTED = {v: expected for group, _ in SEMANTICS_SETTINGS for v, expected in group.items()}
+RECORDED_SEMANTICS = FIXTURES / "semantics" / "planted"    # <variant>.json.gz, and none.json.gz (the correct loop)
+
+
+def recorded_evidence(path: Path) -> list:
+    """The jobs of a recorded probe fixture (evidence.save_fixture's JSON, gzipped or not)."""
+    import gzip
+    import json
+
+    from evalkit.probes.evidence import JobEvidence
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        return [JobEvidence.from_json(json.dumps(item)) for item in json.load(fh)]
+
+
+def assert_semantic_finding(result, variant: str) -> None:
+    """The judged `result` (a ProbeResult's dict) names the planted variant's finding at its first step, explained
+    by an alternative semantics (or, for `unexplained`, by none)."""
+    code, first_step = SEMANTICS_PLANTED[variant]
+    assert not result["passed"]
+    found = {f["code"]: f for f in result["findings"]}
+    assert code in found, f"{variant}: found {sorted(found)}"
+    if first_step is not None:
+        assert found[code]["first_step"] == first_step, found[code]
+    if code.startswith("unexplained"):
+        assert found[code]["explained_by"] == []
+        assert all(f["code"].startswith("unexplained") for f in result["findings"]), result["findings"]
+    else:
+        assert found[code]["explained_by"], found[code]
+
+
+# ------------------------------------------------------------------ a team's tracking server
+ADMIN_PASSWORD = "Adm1n-Team-pw-4f9Qz"
+# Token-, password- and key-like values, in the environment of every command and in the config of every job.
+SECRET_ENV = {"EVALKIT_TEST_API_TOKEN": "hf_Qm7Vn2Lp9Xr4Tz8Wk3Jd6Hs1Fb5Gc0Ya",
+              "DATABASE_PASSWORD": "pgTeam-Pa55word-9931",
+              "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYTEAMKEY01",
+              "OPENAI_API_KEY": "sk-proj-4Hd8Kq2Lm7Np3Rt6Vx9Zb1Cf5Gj0Sw"}
+CONFIG_SECRETS = {"note": "ghp_Tm9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcB", "mirror_password": "mirror-Pa55-7731"}
+
+
+class Team:
+    """A team's server (scripts/team_server.py: `mlflow server` with MLflow's basic auth over PostgreSQL): its
+    address, the environment a team member's commands run with."""
+
+    def __init__(self, folder: Path):
+        self.pg, self.server = start_team_server(folder, admin_password=ADMIN_PASSWORD)
+        self.url = self.server.url
+        self.env = {**SECRET_ENV, "MLFLOW_TRACKING_URI": self.url, "MLFLOW_TRACKING_USERNAME": "admin",
+                    "MLFLOW_TRACKING_PASSWORD": ADMIN_PASSWORD}
+
+    def client(self):
+        from mlflow.tracking import MlflowClient
+
+        os.environ.update(MLFLOW_TRACKING_USERNAME="admin", MLFLOW_TRACKING_PASSWORD=ADMIN_PASSWORD)
+        return MlflowClient(self.url)
+
+    def close(self) -> None:
+        self.server.stop()
+        self.pg.cleanup()
+
+
+def everything_logged(client, run, folder: Path) -> str:
+    """Every param, tag and metric key of a run, and the text of every artifact it has (downloaded)."""
+    parts = [f"{k}={v}" for k, v in {**run.data.params, **run.data.tags}.items()] + list(run.data.metrics)
+    target = folder / run.info.run_id
+    target.mkdir()
+    if client.list_artifacts(run.info.run_id):
+        client.download_artifacts(run.info.run_id, "", str(target))
+    for path in target.rglob("*"):
+        if path.is_file():
+            parts.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(parts)
 
 
 # A real `mlflow server` (and PostgreSQL from a wheel) started by a test: scripts/team_server.py, which also starts

@@ -1,7 +1,7 @@
 """The trainers: which ones evalkit bundles (`conf/trainer/*.yaml`, read as data), which modules each needs and
 which pip extra brings them, whether they are installed, and the message that says how to install them. The
 controller's preflight, the worker, `evalkit-eval` and the config check all ask here; the YAMLs are the only
-place a trainer's needs are written (tests/test_trainers.py checks that pyproject's extras match them).
+place a trainer's needs are written (tests/unit/test_trainers.py checks that pyproject's extras match them).
 
 The install command fits the way this evalkit was installed: an editable install from a checkout
 (`pip install -e .`) gets `pip install -e '<checkout>[extra]'`, which works from any directory; anything else (a

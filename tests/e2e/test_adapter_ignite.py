@@ -1,0 +1,104 @@
+"""The Ignite adapter through the real `evalkit` command.
+
+Runs shared by the assertions (module scope, small task):
+- `aligned`: aligned fp32 at world size 1 and the baseline, read from the session's shared sweep (their
+  records equal bit for bit: tests/smoke/test_matrix.py);
+- `bf16`: bf16_mixed at world size 1 with grad_accum=2 (precision and accumulation in one run);
+- `ddp`: fp32 at world size 2 with ckpt_every=20, max_steps=40 (world size 2 and the continuous run of the
+  resume check), then a second run resumed through `Checkpoint.load_objects` from its `step_00000020.pt`.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from helpers import (
+    ADAPTER_RESUME,
+    ADAPTER_SMALL,
+    assert_resumed_at_step_21,
+    bf16_accumulating,
+    effective_config,
+    job_runs,
+    read_records,
+    resumed_from_step_20,
+    run_evalkit,
+)
+
+pytest.importorskip("ignite")
+
+TRAINER = ["trainer=ignite"]
+SMALL, RESUME = ADAPTER_SMALL, ADAPTER_RESUME
+
+
+@pytest.fixture(scope="module")
+def aligned(shared_sweep):
+    """The wrapper's and the baseline's runs of the session's shared sweep (ADAPTER_SMALL, aligned fp32)."""
+    return shared_sweep.aligned("ignite")
+
+
+@pytest.fixture(scope="module")
+def bf16(tmp_path_factory):
+    return bf16_accumulating(tmp_path_factory.mktemp("ignite_bf16"), *TRAINER)
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    return resumed_from_step_20(tmp_path_factory.mktemp("ignite_ddp"), *TRAINER, checkpoint="step_00000020.pt")
+
+
+def test_fp32_finishes_with_the_baselines_metrics_and_the_effective_config(aligned):
+    client, wrapper, baseline = aligned
+    assert wrapper.info.status == "FINISHED"
+    assert set(wrapper.data.metrics) == set(baseline.data.metrics)
+    eff = effective_config(client, wrapper)
+    assert eff["wrapper"] == "pytorch-ignite" and eff["mode"] == "aligned"
+    assert eff["final_state"]["iteration"] == 50 and eff["final_state"]["epoch_length"] == 16
+    assert [h["handler"] for h in eff["attached_handlers"]] == ["step_scheduler", "run_validation", "Checkpoint"]
+    assert all(h["registered"] for h in eff["attached_handlers"])
+    assert [v["step"] for v in eff["ignite_validation"]] == [25, 50]        # Ignite's own Loss metric
+    assert eff["explicit_settings"]["loss_division"] == "by the window's actual size"
+
+
+def test_bf16_runs_in_bfloat16_with_two_micro_batches_per_step(aligned, bf16):
+    client, run = bf16
+    _, _, baseline = aligned
+    assert run.info.status == "FINISHED"
+    assert set(run.data.metrics) == set(baseline.data.metrics)
+    assert run.data.tags["evalkit.observed_precision"] == "bfloat16"
+    assert "evalkit.precision_mismatch" not in run.data.tags
+    steps = read_records(client, run.info.run_id)
+    assert len(steps) == 50 and all(r["micro_batches"] == "2" and r["samples"] == "64" for r in steps)
+    assert effective_config(client, run)["final_state"]["epoch_length"] == 8      # 16 micro-batches in windows of 2
+
+
+def test_world_size_two_finishes(ddp):
+    client, continuous, _, _ = ddp
+    assert continuous.info.status == "FINISHED"
+    eff = effective_config(client, continuous)
+    assert eff["idist"]["backend"] == "gloo" and eff["idist"]["world_size"] == 2
+    assert eff["model_wrapper"] == "DistributedDataParallel"
+    val = read_records(client, continuous.info.run_id, "val_rank0.csv")
+    assert all(r["ranks"] == "2" and r["samples"] == "128" for r in val)
+
+
+def test_resume_through_checkpoint_load_objects_continues_the_run(ddp):
+    client, continuous, resumed, checkpoint = ddp
+    assert os.path.isfile(checkpoint)
+    assert resumed.info.status == "FINISHED"
+    full, rest = assert_resumed_at_step_21(client, continuous, resumed)
+    # Model, optimizer, scheduler, RNG and the data position all come back: the rest of the curve is exact.
+    assert [(r["loss"], r["lr"]) for r in rest] == [(full[r["step"]]["loss"], full[r["step"]]["lr"]) for r in rest]
+    assert effective_config(client, resumed)["resumed_from"] == os.path.abspath(checkpoint)
+
+
+def test_defaults_mode_runs_the_quick_start_even_where_it_cannot_clip(tmp_path):
+    """Defaults mode runs what users run: the quick start has no clipping, so the job trains unclipped and the
+    adapter's report says so (the semantic probe shows what that changes); refusing is aligned mode's."""
+    proc = run_evalkit(tmp_path, *TRAINER, "trainer.mode=defaults", "task.n_train=256", "task.n_val=64",
+                       "train.max_steps=5", "train.grad_clip=0.5")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    client, (run,) = job_runs(tmp_path)
+    assert run.info.status == "FINISHED"
+    deviations = effective_config(client, run)["known_deviations"]
+    assert deviations[0] == ("defaults: create_supervised_trainer (quick start) has no gradient clipping: "
+                             "train.grad_clip=0.5 is not applied")

@@ -1,0 +1,87 @@
+"""The semantic probe on the real wrappers (issue 10), world size 1: aligned adapters show no finding except the
+ones their adapter declares as not alignable (each confirmed: the finding quotes the declaration), and each
+wrapper's quick-start code (defaults mode) shows what it really does differently, with the wrapper's own
+setting that aligns it. One multirun for all, shared by every assertion."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import ok, run_evalkit, store_uri
+
+from evalkit import names
+from evalkit.trainers import installed_trainers
+
+WRAPPERS = ["lightning", "fabric", "accelerate", "hf_trainer", "ignite"]
+# aligned: the findings each adapter declares as not alignable (known_deviations); any other finding fails
+DECLARED = {"lightning": {"val.cadence", "window.short_underscaled"}, "accelerate": {"window.short_underscaled"}}
+# defaults: a finding each quick start must show (its code), and words of the setting that aligns it
+DEFAULTS = {
+    "lightning": [("forward.before_training", "num_sanity_val_steps=0"), ("lr.per_epoch", "'interval': 'step'")],
+    "fabric": [("window.short_merged", "is_accumulating")],
+    "accelerate": [("order.shuffled", "DataLoaderConfiguration")],
+    "hf_trainer": [("order.fixed_seed", "TrainingArguments(seed=")],
+    "ignite": [("lr.per_micro_batch", "custom update function")],
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    ready, missing = installed_trainers()
+    absent = [w for w in WRAPPERS if w not in ready]
+    if absent:
+        pytest.skip(f"wrappers not installed: {absent}")
+    workdir = tmp_path_factory.mktemp("wrappers")
+    ok(run_evalkit(workdir, "probe=semantics", f"trainer={','.join(WRAPPERS)}", "trainer.mode=aligned,defaults",
+                   "probe.world_sizes=[1]", multirun=True, timeout=1500))
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store_uri(workdir))
+    exp = client.get_experiment_by_name("evalkit").experiment_id
+    out = {}
+    for run in client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'", max_results=100):
+        with open(client.download_artifacts(run.info.run_id, "probe/semantics.json")) as fh:
+            out[run.data.tags[names.TRAINER], run.data.tags[names.MODE]] = (run, json.load(fh))
+    out["workdir"] = workdir
+    return out
+
+
+def test_the_verdict_reads_each_wrappers_semantics_from_its_probe(results, capsys):
+    """A store holding probe runs only: one row per wrapper and mode, the semantics cell from the probe, the
+    report listing every finding."""
+    from evalkit.verdict.cli import main
+
+    out = results["workdir"] / "verdict"
+    assert main(["--tracking-uri", store_uri(results["workdir"]), "--out", str(out), "--no-plots"]) == 0
+    rows = {(r["arm"]["trainer"], r["arm"]["mode"]): r["dimensions"]["semantics"]
+            for r in json.loads((out / "verdict.json").read_text())["rows"]}
+    assert rows["fabric", "aligned"] == {"status": "pass", "figure": "0 findings", "reasons": []}
+    lightning = rows["lightning", "defaults"]
+    findings = len(results["lightning", "defaults"][1]["findings"])
+    assert lightning["status"] == "fail" and lightning["figure"].startswith(f"{findings} findings: ")
+    report = (out / "verdict.md").read_text()
+    assert "## Semantic findings" in report and "### lightning/defaults: fail" in report
+    for _, result in (v for k, v in results.items() if k != "workdir"):
+        for finding in result["findings"]:
+            assert finding["title"] in report
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_aligned_shows_only_what_its_adapter_declares_not_alignable(results, wrapper):
+    run, result = results[wrapper, "aligned"]
+    found = {f["code"]: f for f in result["findings"]}
+    assert set(found) == DECLARED.get(wrapper, set()), [f["title"] for f in result["findings"]]
+    for finding in found.values():
+        assert finding["declared"], f"{finding['code']} is not in the adapter's known_deviations"
+        assert finding["first_step"] == 4 or finding["code"] == "val.cadence"   # the first short window
+    assert run.data.metrics[names.probe_pass("semantics")] == (0.0 if found else 1.0)
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_the_quick_start_shows_what_it_does_differently_with_the_setting_that_aligns_it(results, wrapper):
+    _, result = results[wrapper, "defaults"]
+    found = {f["code"]: f for f in result["findings"]}
+    for code, words in DEFAULTS[wrapper]:
+        assert code in found, (code, [f["title"] for f in result["findings"]])
+        assert words in found[code]["knob"], found[code]["knob"]
+        assert found[code]["explained_by"], found[code]

@@ -1,0 +1,36 @@
+"""The semantic probe's judge on the recorded evidence of every planted wrong semantics (issue 10's variants:
+tests/planted/planted_loop.py, recorded by scripts/record_probe_fixtures.py into tests/fixtures/semantics/planted/).
+
+Each recording is what the probe's judge read in a real `evalkit probe=semantics` run of one variant; judged here
+again, it must name the variant's finding at its first step, explained by an alternative semantics; the correct
+planted loop yields nothing. tests/e2e/test_probe_semantics.py trains one variant of each family live and checks
+that its result still equals the recording's."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import RECORDED_SEMANTICS, SEMANTICS_PLANTED, assert_semantic_finding, recorded_evidence
+
+from evalkit.probes.semantics.judge import judge
+
+
+def judged(variant: str) -> dict:
+    return json.loads(judge(recorded_evidence(RECORDED_SEMANTICS / f"{variant}.json.gz")).to_json())
+
+
+def test_every_planted_variant_has_a_recording_and_nothing_else_does():
+    recorded = {p.name.removesuffix(".json.gz") for p in RECORDED_SEMANTICS.glob("*.json.gz")}
+    assert recorded == set(SEMANTICS_PLANTED) | {"none"}, "run: python scripts/record_probe_fixtures.py"
+
+
+def test_the_correct_planted_loop_yields_nothing():
+    result = judged("none")
+    assert result["passed"] and result["findings"] == []
+
+
+@pytest.mark.parametrize("variant", sorted(SEMANTICS_PLANTED))
+def test_each_planted_wrong_semantics_is_named_with_its_first_step(variant):
+    jobs = recorded_evidence(RECORDED_SEMANTICS / f"{variant}.json.gz")
+    assert jobs and all(job.status == "FINISHED" and job.steps for job in jobs), variant   # real evidence
+    assert_semantic_finding(judged(variant), variant)
