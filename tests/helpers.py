@@ -255,6 +255,17 @@ SEMANTICS_PLANTED = {v: expected for group, _ in SEMANTICS_SETTINGS for v, expec
 RECORDED_SEMANTICS = FIXTURES / "semantics" / "planted"    # <variant>.json.gz, and none.json.gz (the correct loop)
 
 
+def semantics_live_groups() -> list[tuple[list[str], list[str]]]:
+    """(probe settings, variants) per group of SEMANTICS_SETTINGS: the first variant of each family (the part of a
+    variant's name before its first dot) not yet taken, the ones the e2e tier trains live."""
+    taken, groups = set(), []
+    for variants, setting in SEMANTICS_SETTINGS:
+        live = [v for v in variants if v.split(".")[0] not in taken and not taken.add(v.split(".")[0])]
+        if live:
+            groups.append((setting, live))
+    return groups
+
+
 def recorded_evidence(path: Path) -> list:
     """The jobs of a recorded probe fixture (evidence.save_fixture's JSON, gzipped or not)."""
     import gzip

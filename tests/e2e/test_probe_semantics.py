@@ -16,11 +16,11 @@ import pytest
 from helpers import (
     PLANTED,
     RECORDED_SEMANTICS,
-    SEMANTICS_SETTINGS,
     assert_semantic_finding,
     ok,
     recorded_evidence,
     run_evalkit,
+    semantics_live_groups,
     store_uri,
 )
 
@@ -30,17 +30,7 @@ from evalkit.probes.semantics.judge import judge
 PLANTED_TRAINER = ["trainer._target_=planted_loop.PlantedAdapter", "trainer.name=planted"]
 
 
-def _first_of_each_family() -> list[tuple[list[str], list[str]]]:
-    """(probe settings, variants) per group of SEMANTICS_SETTINGS: the first variant of each family not yet taken."""
-    taken, groups = set(), []
-    for variants, setting in SEMANTICS_SETTINGS:
-        live = [v for v in variants if v.split(".")[0] not in taken and not taken.add(v.split(".")[0])]
-        if live:
-            groups.append((setting, live))
-    return groups
-
-
-LIVE = _first_of_each_family()
+LIVE = semantics_live_groups()
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +89,6 @@ def test_the_baseline_passes_with_no_finding_and_its_jobs_are_children_of_the_pr
 def test_the_correct_planted_loop_yields_nothing(store):
     _, client = store
     assert planted_result(client, "none")["findings"] == []
-
-
-def test_one_variant_of_each_family_trains_live():
-    families = {v.split(".")[0] for _, variants in LIVE for v in variants}
-    assert families == {v.split(".")[0] for variants, _ in SEMANTICS_SETTINGS for v in variants}
-    assert len(families) == 12
 
 
 def _codes(result: dict) -> list[tuple[str, int | None]]:

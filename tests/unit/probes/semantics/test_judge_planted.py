@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import RECORDED_SEMANTICS, SEMANTICS_PLANTED, assert_semantic_finding, recorded_evidence
+from helpers import (
+    RECORDED_SEMANTICS,
+    SEMANTICS_PLANTED,
+    SEMANTICS_SETTINGS,
+    assert_semantic_finding,
+    recorded_evidence,
+    semantics_live_groups,
+)
 
 from evalkit.probes.semantics.judge import judge
 
@@ -34,3 +41,10 @@ def test_each_planted_wrong_semantics_is_named_with_its_first_step(variant):
     jobs = recorded_evidence(RECORDED_SEMANTICS / f"{variant}.json.gz")
     assert jobs and all(job.status == "FINISHED" and job.steps for job in jobs), variant   # real evidence
     assert_semantic_finding(judged(variant), variant)
+
+
+def test_the_e2e_tier_trains_one_variant_of_each_family_live():
+    live = [v for _, variants in semantics_live_groups() for v in variants]
+    families = [v.split(".")[0] for v in live]
+    assert sorted(families) == sorted({v.split(".")[0] for variants, _ in SEMANTICS_SETTINGS for v in variants})
+    assert len(families) == 12 and "ddp.grad_summed" in live and "lr.per_micro_batch" in live
