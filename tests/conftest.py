@@ -129,20 +129,28 @@ def machine_alone(tmp_path_factory):
 # ------------------------------------------------------------------ the longest modules first
 # pytest-xdist (`--dist loadscope --no-loadscope-reorder`, pyproject.toml) hands out whole modules in collection
 # order. Longest first, the two workers end within a short module of each other; in xdist's own order (most tests
-# first) a long module with few tests could start last and run alone. Seconds one module took in a `pytest -n 2`
-# run of the whole suite on the 2-core machine (2026-12-02); a module not listed counts as short.
+# first) a long module with few tests could start last and run alone. Seconds one module took (its fixtures'
+# setup included) in a `pytest -n 2` run of its tier on the 2-core machine (smoke 2026-12-03, e2e 2026-12-02),
+# by its path under tests/; a module not listed counts as short (every unit module is).
 MODULE_SECONDS = {
-    "test_team_server.py": 378, "test_probe_semantics.py": 251, "test_adapter_lightning.py": 171,
-    "test_run_integrity.py": 167, "test_adapter_fabric.py": 147, "test_probe_semantics_wrappers.py": 139,
-    "test_adapter_accelerate.py": 127, "test_probe_stability.py": 126, "test_adapter_ignite.py": 114,
-    "test_entry_points.py": 113, "test_adapter_hf_trainer.py": 104, "test_ui_records.py": 93,
-    "test_baseline_runs.py": 90, "test_failures_and_tracking.py": 89, "test_resume_and_secrets.py": 69,
-    "test_probe_performance.py": 115, "test_probe_functional.py": 65, "test_verdict_diverging_sweep.py": 58,
-    "test_tracking_errors.py": 55, "test_spool_full.py": 47, "test_multinode.py": 46, "test_probe_consistency.py": 45,
-    "test_matrix.py": 42, "test_probe_maintenance.py": 39, "test_config_validation.py": 38, "test_submitit.py": 38,
-    "test_probe_customization.py": 36, "test_sweep_resume.py": 35, "test_launchers.py": 34,
-    "test_cuda.py": 23, "test_sweep_reship.py": 155,
+    "smoke/test_probes.py": 170, "smoke/test_matrix.py": 75, "smoke/test_ui_records.py": 110,
+    "smoke/test_team_server.py": 40, "smoke/test_kill_and_resume.py": 22,
+    "e2e/test_team_server.py": 378, "e2e/test_probe_semantics.py": 251, "e2e/test_adapter_lightning.py": 171,
+    "e2e/test_run_integrity.py": 167, "e2e/test_adapter_fabric.py": 147, "e2e/test_probe_semantics_wrappers.py": 139,
+    "e2e/test_adapter_accelerate.py": 100, "e2e/test_probe_stability.py": 126, "e2e/test_adapter_ignite.py": 90,
+    "e2e/test_entry_points.py": 113, "e2e/test_adapter_hf_trainer.py": 80, "e2e/test_baseline_runs.py": 90,
+    "e2e/test_failures_and_tracking.py": 89, "e2e/test_resume_and_secrets.py": 69, "e2e/test_probe_performance.py": 115,
+    "e2e/test_probe_functional.py": 65, "e2e/test_verdict_diverging_sweep.py": 58, "e2e/test_tracking_errors.py": 55,
+    "e2e/test_spool_full.py": 47, "e2e/test_multinode.py": 46, "e2e/test_probe_consistency.py": 45,
+    "e2e/test_probe_maintenance.py": 39, "e2e/test_config_refusals.py": 38, "e2e/test_submitit.py": 38,
+    "e2e/test_probe_customization.py": 36, "e2e/test_sweep_resume.py": 35, "e2e/test_launchers.py": 34,
+    "e2e/test_cuda.py": 23, "e2e/test_sweep_reship.py": 155,
 }
+
+
+def module_seconds(path: Path) -> int:
+    """MODULE_SECONDS of a test module (0: short)."""
+    return MODULE_SECONDS.get(path.resolve().relative_to(TESTS).as_posix(), 0)
 
 
 def tier_of(path: Path) -> str | None:
@@ -157,4 +165,4 @@ def pytest_collection_modifyitems(items):
         if tier:
             item.add_marker(getattr(pytest.mark, tier))
     # A stable sort: the tests of a module keep their order, and so do the short modules.
-    items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))
+    items.sort(key=lambda item: -module_seconds(item.path))

@@ -217,3 +217,12 @@ def test_the_check_reads_the_real_suite():
         assert starts[known], known
     judged = [t for t in starts if t.startswith(("unit/probes/", "unit/analysis/"))]
     assert len(judged) > 100 and not any(starts[t] for t in judged)
+
+
+def test_the_seconds_table_names_only_modules_that_exist():
+    """conftest's order of modules: a renamed or moved module must take its seconds with it."""
+    from conftest import MODULE_SECONDS
+
+    stale = sorted(key for key in MODULE_SECONDS if not (TESTS / key).is_file())
+    assert stale == [], f"conftest.MODULE_SECONDS names no module at {stale}"
+    assert all(key.split("/")[0] in ("smoke", "e2e") for key in MODULE_SECONDS)

@@ -55,6 +55,8 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
             cost = f"{fit.fixed.estimate:+.2f} ms/step [{fit.fixed.low:+.2f},{fit.fixed.high:+.2f}], " if fit else ""
             result.headline = (f"timing unstable: {cost}step {r.estimate:.2f}x [{r.low:.2f},{r.high:.2f}] "
                                f"@h{judged.width}")
+        else:
+            result.headline = f"timing not measured @{where}"
         return result
     time_call, mem_call = _decide(judged, "ratio", STEP_LIMIT), _decide(judged, "mem_ratio", MEMORY_LIMIT)
     result.headline = _headline(fit, judged, mem_call)

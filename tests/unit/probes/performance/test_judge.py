@@ -88,6 +88,11 @@ def test_noisy_timings_are_reported_unstable_not_judged():
     assert result.figures["h1024/stable"] == 0.0
 
 
+def test_one_repeat_is_not_judged_and_the_cell_says_so():
+    result = perf.judge(jobs_for(lambda b: b, repeats=1))
+    assert result.status == "inconclusive" and result.headline == "timing not measured @h1024"
+
+
 def test_the_machine_drifting_is_absorbed_by_the_pairs_but_a_drifting_ratio_is_unstable():
     timings = [JobTiming.of(j) for j in jobs_for(lambda b: b, widths=(256,), noise=0.0)]
     for t in timings:
