@@ -46,7 +46,7 @@ def test_each_probe_ran_once_into_one_sweep_with_its_jobs_as_children(probed):
     for dimension, (run, result) in results.items():
         assert run.info.status == "FINISHED", dimension
         assert run.data.tags[names.TRAINER] == "baseline" and run.data.tags[names.MODE] == "aligned"
-        assert result["dimension"] == dimension and result["headline"], dimension
+        assert result["dimension"] == dimension and isinstance(result["findings"], list), dimension
         children = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
         assert children and all(c.data.tags[names.ROLE] == "probe_job" for c in children), dimension
 
