@@ -126,9 +126,13 @@ def aligned_with_baseline(workdir, *trainer: str):
     return client, wrapper, baseline
 
 
+SHARED_SWEEP = ["seed=0,1", *ADAPTER_SMALL, "tracking.system_metrics_interval_s=0.5"]
+
+
 class SharedSweep:
     """The session's shared store (conftest's `shared_sweep`): the baseline and every installed wrapper, aligned
-    fp32 on ADAPTER_SMALL, one `evalkit -m` into `folder`/mlflow.db. Read it, never write to it."""
+    fp32 on ADAPTER_SMALL at seeds 0 and 1 (SHARED_SWEEP), one `evalkit -m` into `folder`/mlflow.db, then
+    `evalkit-verdict` on it (its report in `folder`/report). Read it, never write to it."""
 
     def __init__(self, folder: Path):
         import json
@@ -136,19 +140,33 @@ class SharedSweep:
         self.folder = folder
         done = json.loads((folder / "sweep.json").read_text())
         self.trainers, self.returncode, self.stderr = done["trainers"], done["returncode"], done["stderr"]
+        self.verdict_returncode, self.verdict_stderr = done["verdict_returncode"], done["verdict_stderr"]
+
+    def jobs(self) -> tuple:
+        """(client, every job run, oldest first); fails with the sweep's own error output if the sweep failed."""
+        assert self.returncode == 0, self.stderr[-4000:]
+        client, runs = job_runs(self.folder)
+        jobs = [r for r in runs if r.data.tags.get("evalkit.role") == "job"]
+        assert sorted({r.data.tags["evalkit.trainer"] for r in jobs}) == sorted(self.trainers), self.trainers
+        return client, jobs
 
     def runs(self) -> tuple:
-        """(client, {trainer: its job run}); fails with the sweep's own error output if the sweep failed."""
-        assert self.returncode == 0, self.stderr
-        client, runs = job_runs(self.folder)
-        jobs = {r.data.tags["evalkit.trainer"]: r for r in runs if r.data.tags.get("evalkit.role") == "job"}
-        assert sorted(jobs) == sorted(self.trainers), (sorted(jobs), self.trainers)
-        return client, jobs
+        """(client, {trainer: its seed-0 job run})."""
+        client, jobs = self.jobs()
+        return client, {r.data.tags["evalkit.trainer"]: r for r in jobs if r.data.tags["evalkit.seed"] == "0"}
 
     def aligned(self, trainer: str) -> tuple:
         """(client, the wrapper's run, the baseline's run): what `aligned_with_baseline` runs, read from here."""
         client, jobs = self.runs()
         return client, jobs[trainer], jobs["baseline"]
+
+    def verdict(self) -> tuple:
+        """(client, the sweep's parent run, its verdict run), re-read from the store."""
+        assert self.verdict_returncode == 0, self.verdict_stderr[-4000:]
+        client, runs = job_runs(self.folder)
+        (parent,) = [r for r in runs if r.data.tags.get("evalkit.role") == "sweep"]
+        (verdict,) = [r for r in runs if r.data.tags.get("evalkit.role") == "verdict"]
+        return client, parent, verdict
 
 
 def shared_sweep_in(folder: Path) -> SharedSweep:
@@ -164,10 +182,22 @@ def shared_sweep_in(folder: Path) -> SharedSweep:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "sweep.json").exists():
             trainers = installed_trainers()[0]
-            proc = run_evalkit(folder, f"trainer={','.join(trainers)}", *ADAPTER_SMALL, multirun=True, timeout=1500)
+            proc = run_evalkit(folder, f"trainer={','.join(trainers)}", *SHARED_SWEEP, multirun=True, timeout=1500)
+            verdict = _verdict_of(folder) if proc.returncode == 0 else None
             (folder / "sweep.json").write_text(json.dumps(
-                {"trainers": trainers, "returncode": proc.returncode, "stderr": proc.stderr[-4000:]}))
+                {"trainers": trainers, "returncode": proc.returncode, "stderr": proc.stderr,
+                 "verdict_returncode": verdict.returncode if verdict else None,
+                 "verdict_stderr": verdict.stderr if verdict else "the sweep failed: no verdict"}))
     return SharedSweep(folder)
+
+
+def _verdict_of(folder: Path) -> subprocess.CompletedProcess:
+    """`evalkit-verdict` on the store's one sweep, its report into `folder`/report."""
+    client, runs = job_runs(folder)
+    (parent,) = [r for r in runs if r.data.tags.get("evalkit.role") == "sweep"]
+    script = os.path.join(os.path.dirname(sys.executable), "evalkit-verdict")
+    return subprocess.run([script, "--tracking-uri", store_uri(folder), "--parent-run-id", parent.info.run_id,
+                           "--out", str(folder / "report")], capture_output=True, text=True, cwd=folder, timeout=300)
 
 
 def assert_resumed_at_step_21(client, continuous, resumed):

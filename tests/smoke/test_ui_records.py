@@ -1,6 +1,7 @@
-"""A real sweep and its verdict, read back from the store and then looked at in a real browser: the experiment's
-training layout, the parent's summary with the verdict on top and a link each way, each job's description, dataset
-inputs and system metrics, the addresses printed to open, and the HTML report at a narrow and a wide window.
+"""The session's shared sweep and its verdict (conftest's `shared_sweep`: every installed trainer at seeds 0 and 1),
+read back from the store and then looked at in a real browser: the experiment's training layout, the parent's
+summary with the verdict on top and a link each way, each job's description, dataset inputs and system metrics,
+the addresses printed to open, and the HTML report at a narrow and a wide window.
 
 The browser tests start `mlflow server` on 127.0.0.1 over the sweep's store and drive Debian's Chromium with
 Playwright; they save screenshots under test-artifacts/ui/ (or $EVALKIT_TEST_ARTIFACTS/ui/)."""
@@ -10,38 +11,29 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import EVALKIT, REPO, MlflowServer, run_evalkit, store_uri
+from helpers import ADAPTER_SMALL, EVALKIT, REPO, MlflowServer, store_uri
 
 from evalkit import names
 
-BIN = os.path.dirname(sys.executable)
+STEPS = 50                                            # ADAPTER_SMALL's train.max_steps
+N_TRAIN = 512                                         # and its task.n_train
+assert f"train.max_steps={STEPS}" in ADAPTER_SMALL and f"task.n_train={N_TRAIN}" in ADAPTER_SMALL
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    from mlflow.tracking import MlflowClient
-
-    workdir = tmp_path_factory.mktemp("ui")
-    proc = run_evalkit(workdir, "trainer=baseline,ignite", "seed=0,1", "task.n_train=256", "task.n_val=64",
-                       "train.max_steps=16", "train.val_every=8", "tracking.system_metrics_interval_s=0.5",
-                       multirun=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    client = MlflowClient(store_uri(workdir))
-    exp = client.get_experiment_by_name("evalkit")
-    (parent,) = client.search_runs([exp.experiment_id], f"tags.`{names.ROLE}` = 'sweep'")
-    verdict = subprocess.run([os.path.join(BIN, "evalkit-verdict"), "--tracking-uri", store_uri(workdir),
-                              "--parent-run-id", parent.info.run_id, "--out", str(workdir / "report")],
-                             capture_output=True, text=True, cwd=workdir, timeout=300)
-    assert verdict.returncode == 0, verdict.stderr[-3000:]
-    runs = client.search_runs([exp.experiment_id], max_results=100)
-    return {"client": client, "exp": exp, "proc": proc, "verdict": verdict, "workdir": workdir,
-            "parent": client.get_run(parent.info.run_id),
-            "jobs": [r for r in runs if r.data.tags.get(names.ROLE) == names.ROLE_JOB],
-            "verdict_run": next(r for r in runs if r.data.tags.get(names.ROLE) == names.ROLE_VERDICT)}
+def sweep(shared_sweep):
+    client, jobs = shared_sweep.jobs()
+    _, parent, verdict_run = shared_sweep.verdict()
+    wrappers = [t for t in shared_sweep.trainers if t != "baseline"]
+    if not wrappers:
+        pytest.skip("no wrapper installed: pip install -e '.[all]'")
+    return {"client": client, "exp": client.get_experiment(parent.info.experiment_id),
+            "stderr": shared_sweep.stderr, "verdict_stderr": shared_sweep.verdict_stderr,
+            "workdir": shared_sweep.folder, "parent": parent, "jobs": jobs, "verdict_run": verdict_run,
+            "wrapper": "ignite" if "ignite" in wrappers else wrappers[0], "trainers": shared_sweep.trainers}
 
 
 def test_the_experiment_opens_in_the_training_layout_with_a_description(sweep):
@@ -53,23 +45,29 @@ def test_the_experiment_opens_in_the_training_layout_with_a_description(sweep):
 def test_the_sweep_parent_shows_each_wrapper_and_the_verdict_before_anyone_expands_it(sweep):
     parent, verdict_run = sweep["parent"], sweep["verdict_run"]
     metrics = parent.data.metrics
-    for arm in ("baseline.aligned", "ignite.aligned"):
+    wrapper = sweep["wrapper"]
+    for arm in ("baseline.aligned", f"{wrapper}.aligned"):
         assert metrics[f"summary/{arm}/jobs_finished"] == 2
         assert metrics[f"summary/{arm}/train_loss"] > 0 and metrics[f"summary/{arm}/val_mse"] > 0
     note = parent.data.tags[names.MLFLOW_NOTE]
     assert note.startswith("## Verdict\n\n| wrapper | mode | runs | task | functional |")
-    assert "| ignite | aligned | 2/2 | mlp_regression |" in note
+    assert f"| {wrapper} | aligned | 2/2 | mlp_regression |" in note
     verdict_link = f"#/experiments/{sweep['exp'].experiment_id}/runs/{verdict_run.info.run_id}"
     assert verdict_link in note and parent.data.tags[names.VERDICT_RUN_ID] == verdict_run.info.run_id
-    assert "## Jobs" in note and "| ignite | aligned | 2 | 2 |" in note
+    assert "## Jobs" in note and f"| {wrapper} | aligned | 2 | 2 |" in note
     assert f"runs/{parent.info.run_id})" in verdict_run.data.tags[names.MLFLOW_NOTE]
 
 
 def test_each_job_says_what_it_was_in_one_line(sweep):
-    notes = sorted(r.data.tags[names.MLFLOW_NOTE] for r in sweep["jobs"])
-    assert len(notes) == 4 and all("\n" not in n and "FINISHED after" in n and "16 steps" in n for n in notes)
-    assert notes[0].startswith("baseline (aligned) · mlp_regression · cpu, batch 32×1, fp32, 1 rank · seed 0 · ")
-    assert notes[3].startswith("ignite (aligned) · mlp_regression · ") and " · seed 1 · " in notes[3]
+    notes = {(r.data.tags[names.TRAINER], r.data.tags[names.SEED]): r.data.tags[names.MLFLOW_NOTE]
+             for r in sweep["jobs"]}
+    assert len(notes) == 2 * len(sweep["trainers"]) == len(sweep["jobs"])
+    assert all("\n" not in n and "FINISHED after" in n and f"{STEPS} steps" in n for n in notes.values())
+    assert notes["baseline", "0"].startswith(
+        "baseline (aligned) · mlp_regression · cpu, batch 32×1, fp32, 1 rank · seed 0 · ")
+    wrapper = sweep["wrapper"]
+    assert notes[wrapper, "1"].startswith(f"{wrapper} (aligned) · mlp_regression · ") and " · seed 1 · " in \
+        notes[wrapper, "1"]
 
 
 def test_each_job_logs_its_data_as_dataset_inputs_the_same_for_every_wrapper_at_one_seed(sweep):
@@ -79,8 +77,8 @@ def test_each_job_logs_its_data_as_dataset_inputs_the_same_for_every_wrapper_at_
         assert [(i.dataset.name, i.tags[0].value) for i in inputs] == \
             [("mlp_regression-train", "training"), ("mlp_regression-val", "evaluation")]
         source = json.loads(inputs[0].dataset.source)
-        assert source["seed"] == int(run.data.tags[names.SEED]) and source["arguments"]["n_train"] == 256
-        assert json.loads(inputs[0].dataset.profile) == {"num_rows": 256}
+        assert source["seed"] == int(run.data.tags[names.SEED]) and source["arguments"]["n_train"] == N_TRAIN
+        assert json.loads(inputs[0].dataset.profile) == {"num_rows": N_TRAIN}
         digests.setdefault(run.data.tags[names.SEED], set()).add(inputs[0].dataset.digest)
     assert all(len(d) == 1 for d in digests.values()) and digests["0"] != digests["1"]
 
@@ -97,9 +95,9 @@ def test_the_commands_print_the_address_to_open(sweep):
     exp, parent = sweep["exp"].experiment_id, sweep["parent"].info.run_id
     sweep_line = (f"in the MLflow UI: http://127.0.0.1:5000/#/experiments/{exp}/runs/{parent}"
                   "?workflowType=machine_learning (serve the store first")
-    assert sweep_line in sweep["proc"].stderr
+    assert sweep_line in sweep["stderr"]
     verdict_id = sweep["verdict_run"].info.run_id
-    assert f"#/experiments/{exp}/runs/{verdict_id}" in sweep["verdict"].stderr
+    assert f"#/experiments/{exp}/runs/{verdict_id}" in sweep["verdict_stderr"]
 
 
 def test_a_single_job_prints_its_own_address_and_quiet_prints_nothing_else(tmp_path):
@@ -158,16 +156,20 @@ def _address(line_start: str, stderr: str, server: str) -> str:
 
 
 def test_the_printed_address_opens_the_runs_table_in_the_training_layout_with_the_sweep_summary(sweep, server, page):
-    page.goto(_address("its runs with the summary columns: ", sweep["proc"].stderr, server))
+    page.goto(_address("its runs with the summary columns: ", sweep["stderr"], server))
     parent = sweep["parent"]
+    # the view's columns, as the sweep stored them: the first few are on screen (the grid draws only those)
+    view = json.loads(sweep["exp"].tags[f"mlflow.sharedViewState.evalkit-{parent.data.tags[names.SWEEP_ID]}-table"])
+    summary = [c.split("`")[1] for c in view["selectedColumns"] if c.startswith("metrics.`summary/")]
+    assert {f"summary/{t}.aligned/train_loss" for t in sweep["trainers"]} <= set(summary), summary
+    first = next(c for c in summary if c.endswith("/train_loss"))
     page.get_by_text(parent.info.run_name[:12]).first.wait_for(timeout=UI_WAIT_MS)
-    page.get_by_text("summary/ignite.aligned/train_loss").first.wait_for(timeout=UI_WAIT_MS)
+    page.get_by_text(first).first.wait_for(timeout=UI_WAIT_MS)
     page.screenshot(path=SHOTS / "runs_table.png")
     text = page.inner_text("body")
     assert "Model training" in text and "Evaluation runs" not in text and "Judges" not in text    # not GenAI
-    assert "summary/baseline.aligned/val_mse" in text
-    value = parent.data.metrics["summary/ignite.aligned/train_loss"]
-    assert str(value)[:8] in text, text[-2000:]
+    value = parent.data.metrics[first]
+    assert str(value)[:8] in text, (first, value, text[-2000:])
     # the parent row's expander: the icon button in its run-name cell
     page.locator(f"[row-id='{parent.info.run_id}'] button[data-component-id*='runnamecellrenderer']").first.click()
     for job in sweep["jobs"]:
@@ -176,7 +178,7 @@ def test_the_printed_address_opens_the_runs_table_in_the_training_layout_with_th
 
 
 def test_the_chart_view_draws_each_wrappers_train_loss_by_optimizer_step(sweep, server, page):
-    page.goto(_address("its wrappers' curves side by side: ", sweep["proc"].stderr, server))
+    page.goto(_address("its wrappers' curves side by side: ", sweep["stderr"], server))
     search = page.get_by_placeholder("Search metric charts")
     search.wait_for(timeout=UI_WAIT_MS)
     search.fill("train/loss")
@@ -184,11 +186,12 @@ def test_the_chart_view_draws_each_wrappers_train_loss_by_optimizer_step(sweep, 
     page.wait_for_timeout(1500)
     page.screenshot(path=SHOTS / "charts_train_loss.png")
     text = page.inner_text("body")
-    assert "evalkit.trainer: ignite" in text and "evalkit.trainer: baseline" in text, text[-2000:]   # the legend
+    legend = [f"evalkit.trainer: {t}" for t in sweep["trainers"]]
+    assert all(entry in text for entry in legend), text[-2000:]
 
 
 def test_a_jobs_page_shows_its_description_dataset_and_system_metrics(sweep, server, page):
-    job = next(r for r in sweep["jobs"] if r.data.tags[names.TRAINER] == "ignite")
+    job = next(r for r in sweep["jobs"] if r.data.tags[names.TRAINER] == sweep["wrapper"])
     page.goto(f"{server}/#/experiments/{sweep['exp'].experiment_id}/runs/{job.info.run_id}"
               "?workflowType=machine_learning")
     page.get_by_text(job.data.tags[names.MLFLOW_NOTE][:40]).first.wait_for(timeout=UI_WAIT_MS)
@@ -204,7 +207,7 @@ def test_the_verdict_report_opens_from_the_verdict_runs_artifacts(sweep, server,
               "verdict/verdict.html?workflowType=machine_learning")
     report = page.frame_locator("iframe").first
     report.get_by_text("At a glance").wait_for(timeout=UI_WAIT_MS)
-    assert "ignite/aligned on mlp_regression:" in report.locator("body").inner_text()
+    assert f"{sweep['wrapper']}/aligned on mlp_regression:" in report.locator("body").inner_text()
     page.screenshot(path=SHOTS / "verdict_artifact.png")
 
 
@@ -215,7 +218,7 @@ def test_the_html_report_answers_which_wrapper_which_dimension_why_on_its_first_
     page = context.new_page()
     page.goto((sweep["workdir"] / "report" / "verdict.html").as_uri())
     glance = page.locator("h2", has_text="At a glance")
-    first_line = page.locator("li", has_text="ignite/aligned on mlp_regression:").first
+    first_line = page.locator("li", has_text=f"{sweep['wrapper']}/aligned on mlp_regression:").first
     assert glance.bounding_box()["y"] < height and first_line.bounding_box()["y"] < height
     assert "fails" in first_line.inner_text() or "passes" in first_line.inner_text()
     wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
