@@ -133,8 +133,8 @@ def machine_alone(tmp_path_factory):
 # setup included) in a `pytest -n 2` run of its tier on the 2-core machine (smoke 2026-12-03, e2e 2026-12-02),
 # by its path under tests/; a module not listed counts as short (every unit module is).
 MODULE_SECONDS = {
-    "smoke/test_probes.py": 170, "smoke/test_matrix.py": 75, "smoke/test_ui_records.py": 110,
-    "smoke/test_team_server.py": 40, "smoke/test_kill_and_resume.py": 22,
+    "smoke/test_probes.py": 170, "smoke/test_ui_records.py": 170, "smoke/test_team_server.py": 40,
+    "smoke/test_kill_and_resume.py": 25, "smoke/test_matrix.py": 5,
     "e2e/test_team_server.py": 378, "e2e/test_probe_semantics.py": 251, "e2e/test_adapter_lightning.py": 171,
     "e2e/test_run_integrity.py": 167, "e2e/test_adapter_fabric.py": 147, "e2e/test_probe_semantics_wrappers.py": 139,
     "e2e/test_adapter_accelerate.py": 100, "e2e/test_probe_stability.py": 126, "e2e/test_adapter_ignite.py": 90,
