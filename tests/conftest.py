@@ -117,6 +117,27 @@ def team():
 
 
 @pytest.fixture(scope="module")
+def fake_site(tmp_path_factory):
+    """A site folder (fakedist.build_site): fakewrap 1.2.0 -> fakedep 1.0 -> fake-leaf 0.1 (no RECORD), plus a
+    requirement nothing installs."""
+    from fakedist import build_site
+
+    return build_site(tmp_path_factory.mktemp("site"))
+
+
+@pytest.fixture
+def fakewrap(fake_site, monkeypatch):
+    """The fake wrapper imported in this process from the fake site (and forgotten afterwards)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(fake_site))
+    sys.modules.pop("fakewrap", None)
+    module = importlib.import_module("fakewrap")
+    yield module
+    sys.modules.pop("fakewrap", None)
+
+
+@pytest.fixture(scope="module")
 def machine_alone(tmp_path_factory):
     """Nothing else of the test session runs while the requesting module runs."""
     machine, intent = _lock_paths(tmp_path_factory)

@@ -2,35 +2,14 @@
 torch/numpy, its import cost in fresh processes, and the deprecation warnings it raises."""
 from __future__ import annotations
 
-import importlib
 import json
-import sys
-
-import pytest
-from fakedist import build_site
 
 from evalkit.probes.maintenance.imports import import_cost
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """fakewrap 1.2.0 -> fakedep 1.0 -> fake-leaf 0.1 (no RECORD), plus a requirement nothing installs."""
-    return build_site(tmp_path_factory.mktemp("site"))
-
-
-@pytest.fixture
-def fakewrap(site, monkeypatch):
-    """The fake wrapper imported in this process from the fake site (and forgotten afterwards)."""
-    monkeypatch.syspath_prepend(str(site))
-    sys.modules.pop("fakewrap", None)
-    module = importlib.import_module("fakewrap")
-    yield module
-    sys.modules.pop("fakewrap", None)
-
-
 # ------------------------------------------------------------------ import cost (fresh processes)
-def test_import_cost_of_the_fake_wrapper(site):
-    cost = import_cost(["fakewrap"], repeats=2, baseline_modules=("json",), extra_path=(str(site),))
+def test_import_cost_of_the_fake_wrapper(fake_site):
+    cost = import_cost(["fakewrap"], repeats=2, baseline_modules=("json",), extra_path=(str(fake_site),))
     assert cost.error is None and cost.ok
     assert len(cost.seconds) == len(cost.mib_added) == 2 and all(s > 0 for s in cost.seconds)
     assert all(m >= 3.5 for m in cost.mib_added)                  # the 4 MiB the module writes at import
@@ -39,11 +18,11 @@ def test_import_cost_of_the_fake_wrapper(site):
     json.dumps(cost.as_dict())
 
 
-def test_import_cost_says_what_is_missing_or_broken_without_raising(site):
+def test_import_cost_says_what_is_missing_or_broken_without_raising(fake_site):
     missing = import_cost(["fakewrap_absent"], repeats=3, baseline_modules=(), hint="pip install -e '.[x]'")
     assert missing.error == "no module named 'fakewrap_absent': pip install -e '.[x]'"
     assert missing.seconds == [] and missing.median_seconds is None
-    broken = import_cost(["fakebroken"], repeats=2, baseline_modules=(), extra_path=(str(site),))
+    broken = import_cost(["fakebroken"], repeats=2, baseline_modules=(), extra_path=(str(fake_site),))
     assert "'fakebroken' failed: RuntimeError: fakebroken cannot start" in broken.error
     core = import_cost(["json"], repeats=1, baseline_modules=("nosuchcore",))
     assert core.error == "no module named 'nosuchcore'"

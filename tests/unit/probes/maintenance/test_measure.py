@@ -2,14 +2,13 @@
 torch/numpy, its import cost in fresh processes, and the deprecation warnings it raises."""
 from __future__ import annotations
 
-import importlib
 import importlib.metadata as md
 import json
 import sys
 import warnings
 
 import pytest
-from fakedist import FAKEWRAP, build_site
+from fakedist import FAKEWRAP
 from packaging.specifiers import SpecifierSet
 
 from evalkit.observe.deprecations import DeprecationRecorder, module_for_file
@@ -22,31 +21,16 @@ from evalkit.probes.maintenance.deps import (
 from evalkit.probes.maintenance.imports import import_cost
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """fakewrap 1.2.0 -> fakedep 1.0 -> fake-leaf 0.1 (no RECORD), plus a requirement nothing installs."""
-    return build_site(tmp_path_factory.mktemp("site"))
-
-
-@pytest.fixture
-def fakewrap(site, monkeypatch):
-    """The fake wrapper imported in this process from the fake site (and forgotten afterwards)."""
-    monkeypatch.syspath_prepend(str(site))
-    sys.modules.pop("fakewrap", None)
-    module = importlib.import_module("fakewrap")
-    yield module
-    sys.modules.pop("fakewrap", None)
-
-
 # ------------------------------------------------------------------ dependencies
-def test_the_closure_is_transitive_skips_extras_sizes_files_and_lists_the_missing(site):
-    report = dependency_closure("FakeWrap", path=[str(site)])
+def test_the_closure_is_transitive_skips_extras_sizes_files_and_lists_the_missing(fake_site):
+    report = dependency_closure("FakeWrap", path=[str(fake_site)])
     assert (report.root, report.root_version) == ("fakewrap", "1.2.0")
     assert report.count == 2
     assert [(p.name, p.version, p.size_bytes) for p in report.packages] == [("fake-leaf", "0.1", None),
                                                                              ("fakedep", "1.0", 1234)]
     assert report.total_size_bytes == 1234 and report.unsized == ["fake-leaf"]
-    assert report.root_size_bytes == len(FAKEWRAP) + (site / "fakewrap-1.2.0.dist-info" / "METADATA").stat().st_size
+    metadata = fake_site / "fakewrap-1.2.0.dist-info" / "METADATA"
+    assert report.root_size_bytes == len(FAKEWRAP) + metadata.stat().st_size
     missing = {(m.requirement, m.required_by) for m in report.missing}
     assert missing == {("torch<2.10", "fakewrap"), ('numpy<3; python_version >= "3"', "fakewrap"),
                        ("fakemissing>=0.1", "fakewrap"), ("torch~=2.13", "fakedep"), ("torch>=2.0", "fake-leaf")}
@@ -54,8 +38,8 @@ def test_the_closure_is_transitive_skips_extras_sizes_files_and_lists_the_missin
     json.dumps(report.as_dict())
 
 
-def test_upper_bounds_on_torch_and_numpy_are_judged_against_the_installed_versions(site):
-    report = dependency_closure("fakewrap", path=[str(site), *sys.path])
+def test_upper_bounds_on_torch_and_numpy_are_judged_against_the_installed_versions(fake_site):
+    report = dependency_closure("fakewrap", path=[str(fake_site), *sys.path])
     torch_version, numpy_version = md.version("torch"), md.version("numpy")
     bounds = {(c.declared_by, c.package, c.specifier): (c.installed_version, c.satisfied) for c in report.constraints}
     assert bounds == {("fakewrap", "torch", "<2.10"): (torch_version, False),
@@ -70,9 +54,9 @@ def test_upper_bounds_on_torch_and_numpy_are_judged_against_the_installed_versio
     assert [m.requirement for m in report.missing] == ["fakemissing>=0.1"]
 
 
-def test_a_root_that_is_not_installed_is_named_in_the_error(site):
+def test_a_root_that_is_not_installed_is_named_in_the_error(fake_site):
     with pytest.raises(DistributionNotInstalled, match="'nosuchwrap' is not installed"):
-        dependency_closure("nosuchwrap", path=[str(site)])
+        dependency_closure("nosuchwrap", path=[str(fake_site)])
 
 
 @pytest.mark.parametrize("spec,bounded", [("<2.10", True), ("<=2.9", True), ("==2.6.0", True), ("==2.*", True),
@@ -100,7 +84,7 @@ def test_import_cost_refuses_nonsense_arguments():
 
 
 # ------------------------------------------------------------------ deprecation warnings
-def test_deprecations_are_attributed_to_the_module_that_raised_them(fakewrap, site):
+def test_deprecations_are_attributed_to_the_module_that_raised_them(fakewrap, fake_site):
     with DeprecationRecorder() as recorder:
         for _ in range(3):
             fakewrap.old_api()            # one line: Python's default filter would show it once
@@ -151,9 +135,9 @@ def test_an_error_filter_for_other_warnings_still_raises(fakewrap):
     assert recorder.total == 0
 
 
-def test_module_for_file(site, monkeypatch):
-    monkeypatch.syspath_prepend(str(site))
-    assert module_for_file(str(site / "fakewrap" / "__init__.py")) == "fakewrap"
-    assert module_for_file(str(site / "fakewrap" / "sub" / "mod.py")) == "fakewrap.sub.mod"
-    assert module_for_file(str(site / "fakewrap" / "ext.cpython-311-x86_64-linux-gnu.so")) == "fakewrap.ext"
+def test_module_for_file(fake_site, monkeypatch):
+    monkeypatch.syspath_prepend(str(fake_site))
+    assert module_for_file(str(fake_site / "fakewrap" / "__init__.py")) == "fakewrap"
+    assert module_for_file(str(fake_site / "fakewrap" / "sub" / "mod.py")) == "fakewrap.sub.mod"
+    assert module_for_file(str(fake_site / "fakewrap" / "ext.cpython-311-x86_64-linux-gnu.so")) == "fakewrap.ext"
     assert module_for_file("/nowhere-on-the-path/x.py") is None
