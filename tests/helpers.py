@@ -32,6 +32,17 @@ def run_evalkit(workdir, *overrides: str, multirun: bool = False, timeout: float
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
+def compose_config(*overrides: str, hydra: bool = False):
+    """The job config `evalkit [overrides]` composes, in this process (with Hydra's own node when `hydra`)."""
+    from hydra import compose, initialize_config_module
+
+    from evalkit.config import register_configs
+
+    register_configs()
+    with initialize_config_module("evalkit.conf", version_base=None):
+        return compose("config", overrides=list(overrides), return_hydra_config=hydra)
+
+
 def store_uri(workdir) -> str:
     return f"sqlite:///{os.path.abspath(os.path.join(workdir, 'mlflow.db'))}"
 

@@ -9,18 +9,12 @@ import os
 import subprocess
 import sys
 
-from helpers import job_runs, run_evalkit
-from hydra import compose, initialize_config_module
+from helpers import compose_config, job_runs, run_evalkit
 
 from evalkit.config import register_configs
 
 register_configs()
 TINY = ["train.max_steps=2", "task.n_train=64", "task.n_val=32", "train.val_every=0"]
-
-
-def _compose(*overrides: str):
-    with initialize_config_module("evalkit.conf", version_base=None):
-        return compose("config", overrides=list(overrides))
 
 
 def test_checking_a_cpu_job_before_launch_imports_no_torch():
@@ -47,7 +41,7 @@ def test_the_warning_is_recorded_as_a_tag(tmp_path, monkeypatch):
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    ctl = Controller(_compose("train.max_steps=3", "observe.warmup_steps=3"), str(tmp_path / "run"), uri=uri)
+    ctl = Controller(compose_config("train.max_steps=3", "observe.warmup_steps=3"), str(tmp_path / "run"), uri=uri)
     run = MlflowClient(uri).get_run(ctl.start_run())
     assert run.data.tags["evalkit.config_warnings"].startswith("observe.warmup_steps=3 >= train.max_steps=3")
 

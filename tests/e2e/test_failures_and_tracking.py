@@ -100,7 +100,7 @@ def test_missing_wrapper_names_the_extra(workdir):
                        "trainer.name=nosuch")
     assert proc.returncode != 0
     # the hint for this installation: `pip install -e '<checkout>[nosuch]'` from an editable checkout (as in CI),
-    # `pip install 'evalkit[nosuch]'` from a wheel (tests/test_config_validation.py covers both forms)
+    # `pip install 'evalkit[nosuch]'` from a wheel (tests/unit/test_config_validation.py covers both forms)
     from evalkit.trainers import install_command
 
     hint = install_command("nosuch")

@@ -199,15 +199,15 @@ def test_a_store_failing_as_training_starts_does_not_stop_the_job_and_its_tags_f
     """The store failed between run.json and the run's folder tags (a read-only store, a server restarting):
     the controller raised a traceback before any worker started. Now training goes on and the tags are set when
     the run ends. The failure is planted on that one call, in the controller's own process."""
+    from helpers import compose_config
     from mlflow.tracking import MlflowClient
-    from test_config_validation import _compose
 
     from evalkit.controller.job import Controller
     from evalkit.names import RUN_DIR
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    ctl = Controller(_compose(*TINY, "train.max_steps=4", "tracking.flush_interval_s=0.2"), str(tmp_path / "run"),
+    ctl = Controller(compose_config(*TINY, "train.max_steps=4", "tracking.flush_interval_s=0.2"), str(tmp_path / "run"),
                      uri=uri)
     ctl.start_run()
     set_tags, failed = tracking.set_tags, []

@@ -1,5 +1,5 @@
 """Customizations of the hand-written loop that do not take effect, or cost what they should not (planted for
-tests/test_probe_customization.py; importable with tests/planted on PYTHONPATH).
+tests/e2e/test_probe_customization.py; importable with tests/planted on PYTHONPATH).
 
 - IgnoredLoss: computes the custom loss but backpropagates the task loss alone.
 - WrongWeightLoss: the L1 term with twice its weight: neither the custom nor the task loss.

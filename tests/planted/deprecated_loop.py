@@ -1,5 +1,5 @@
 """The hand-written loop calling a deprecated API of the fake wrapper `fakewrap` (tests/fakedist.py) after every
-optimizer step (planted for tests/test_probe_maintenance.py; fakewrap's folder and tests/planted on PYTHONPATH)."""
+optimizer step (planted for tests/e2e/test_probe_maintenance.py; fakewrap's folder and tests/planted on PYTHONPATH)."""
 from __future__ import annotations
 
 import fakewrap

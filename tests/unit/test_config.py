@@ -6,8 +6,7 @@ import dataclasses
 import inspect
 
 import pytest
-from helpers import CONF
-from hydra import compose, initialize_config_module
+from helpers import CONF, compose_config
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import get_class, get_method
 from omegaconf import OmegaConf
@@ -19,13 +18,8 @@ from evalkit.tasks.schemas import BUNDLED, COMMON, builder_arguments
 register_configs()
 
 
-def _compose(*overrides: str):
-    with initialize_config_module("evalkit.conf", version_base=None):
-        return compose("config", overrides=list(overrides))
-
-
 def test_defaults_compose():
-    cfg = _compose()
+    cfg = compose_config()
     assert cfg.trainer.name == "baseline" and cfg.task.name == "mlp_regression" and cfg.precision.name == "fp32"
 
 
@@ -45,19 +39,19 @@ def test_defaults_compose():
 ])
 def test_bad_overrides_fail_at_compose_time(overrides, message, cause, cause_message):
     with pytest.raises(ConfigCompositionException, match=f"^{message}") as info:
-        _compose(*overrides)
+        compose_config(*overrides)
     assert isinstance(info.value.__cause__, cause) and str(info.value.__cause__).startswith(cause_message)
 
 
 def test_an_unknown_group_option_lists_the_options():
     with pytest.raises(MissingConfigException, match="Could not find 'precision/fp8'\n\nAvailable options in "
                                                      "'precision':\n\tbf16_mixed\n\tfp16_mixed\n\tfp32\n"):
-        _compose("precision=fp8")
+        compose_config("precision=fp8")
 
 
 @pytest.mark.parametrize("yaml", sorted((CONF / "trainer").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_trainer_target_binds_the_adapter_signature(yaml):
-    cfg = _compose(f"trainer={yaml.stem}")
+    cfg = compose_config(f"trainer={yaml.stem}")
     cls = get_class(cfg.trainer._target_)
     params = inspect.signature(cls).parameters
     assert "mode" in params and "options" in params
@@ -67,7 +61,7 @@ def test_every_trainer_target_binds_the_adapter_signature(yaml):
 
 @pytest.mark.parametrize("yaml", sorted((CONF / "task").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_task_yaml_holds_exactly_its_builders_keyword_arguments(yaml):
-    cfg = _compose(f"task={yaml.stem}")
+    cfg = compose_config(f"task={yaml.stem}")
     builder = get_method(cfg.task._target_)
     params = inspect.signature(builder).parameters
     keywords = [name for name, p in params.items() if p.kind is p.KEYWORD_ONLY]

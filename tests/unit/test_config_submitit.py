@@ -4,6 +4,7 @@ it would submit, with a stand-in `sbatch` (no SLURM needed, nothing submitted)."
 from __future__ import annotations
 
 import pytest
+from helpers import compose_config
 
 from evalkit.config import register_configs
 
@@ -16,22 +17,16 @@ SLURM = ["hydra/launcher=evalkit_slurm", "hydra.launcher.partition=gpu", "hydra.
 SECRET = "s3cret-not-in-any-file"
 
 
-def _compose(*overrides: str):
-    from hydra import compose, initialize_config_module
-
-    with initialize_config_module("evalkit.conf", version_base=None):
-        return compose("config", overrides=list(overrides), return_hydra_config=True)
-
-
 def test_evalkit_slurm_composes_the_submitit_slurm_launcher_with_the_settings_given(monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", SECRET)
     from omegaconf import OmegaConf
 
-    launcher = _compose(*SLURM).hydra.launcher
+    launcher = compose_config(*SLURM, hydra=True).hydra.launcher
     assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert (launcher.partition, launcher.gpus_per_node, launcher.timeout_min) == ("gpu", 4, 120)
     assert launcher.tasks_per_node == 1 and launcher.nodes == 1    # evalkit's controller starts the ranks
     assert launcher.cpus_per_task >= 1 and launcher.mem_gb >= 1
     assert launcher.additional_parameters == {"export": "ALL"}       # the tracking variables reach the jobs
     assert SECRET not in OmegaConf.to_yaml(launcher, resolve=True) and "MLFLOW" not in OmegaConf.to_yaml(launcher)
-    assert _compose("hydra/launcher=evalkit_slurm").hydra.launcher.partition is None   # refused at launch
+    plain = compose_config("hydra/launcher=evalkit_slurm", hydra=True)
+    assert plain.hydra.launcher.partition is None                                      # refused at launch

@@ -12,7 +12,7 @@ import sys
 import typing
 
 import pytest
-from hydra import compose, initialize_config_module
+from helpers import compose_config
 
 from evalkit import quick
 from evalkit.config import RANGES, SEED_LIMIT, EvalkitConfig, config_warnings, register_configs, validate
@@ -22,13 +22,8 @@ from evalkit.tasks.schemas import BUNDLED
 register_configs()
 
 
-def _compose(*overrides: str):
-    with initialize_config_module("evalkit.conf", version_base=None):
-        return compose("config", overrides=list(overrides))
-
-
 def problems(*overrides: str) -> list[str]:
-    return validate(_compose(*overrides))
+    return validate(compose_config(*overrides))
 
 
 # ------------------------------------------------------------------ item 4 and 20: ranges
@@ -124,7 +119,7 @@ def test_a_value_outside_its_choices_is_refused(override, message):
 
 def test_a_batch_larger_than_the_training_set_is_left_to_the_run():
     # A third-party task need not have task.n_train samples: the worker checks the real dataset and the
-    # run fails with "lower train.batch_size" (tests/test_failures_and_tracking.py).
+    # run fails with "lower train.batch_size" (tests/e2e/test_failures_and_tracking.py).
     assert problems("train.batch_size=4096", "task.n_train=256") == []
 
 
@@ -227,12 +222,12 @@ def test_a_third_party_task_without_a_builder_or_a_name_says_so():
 
 # ------------------------------------------------------------------ item 22: warnings
 def test_a_warmup_covering_every_step_is_a_warning_not_an_error():
-    cfg = _compose("train.max_steps=5")           # the 5-step smoke run with the default warm-up of 5
+    cfg = compose_config("train.max_steps=5")           # the 5-step smoke run with the default warm-up of 5
     assert validate(cfg) == []
     (warning,) = config_warnings(cfg)
     assert warning.startswith("observe.warmup_steps=5 >= train.max_steps=5") and "no throughput" in warning
     assert "observe.warmup_steps=0" in warning
-    assert config_warnings(_compose("train.max_steps=6")) == []
+    assert config_warnings(compose_config("train.max_steps=6")) == []
 
 
 # ------------------------------------------------------------------ item 15: evalkit-eval checks first
