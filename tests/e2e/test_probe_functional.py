@@ -1,9 +1,12 @@
 """The functional probe end to end: a real `evalkit probe=functional` run of the baseline's loop into a local MLflow
-store, read back from it. The baseline passes every item (its resume continues bit for bit from a copy of its own
-step-8 checkpoint), its jobs are child runs of the probe run, and the verdict's functional column shows the probe's
-pass. The verdict has no row for the baseline itself (it is every row's reference), so the loop runs under a name
-of its own (`trainer.name=handwritten`), as a third party's adapter would. Planted failures of each item are the
-judge's tests (test_probe_functional_judge.py)."""
+store, read back from it. The verdict has no row for the baseline itself (it is every row's reference), so the loop
+runs under a name of its own (helpers.FUNCTIONAL_RUNS: `trainer.name=handwritten`), as a third party's adapter
+would. That it passes every item (its resume continuing bit for bit from a copy of its own step-8 checkpoint) and
+what the verdict's functional column shows are asserted in the unit tier on the run's recorded evidence
+(tests/unit/probes/functional/test_judge_recorded.py); here its jobs are child runs of the probe run, the resume
+reads a checked copy of plain's checkpoints, the verdict reads the store, and the live result must still equal its
+recording's (then run scripts/record_probe_fixtures.py --probe functional). Planted failures of each item are the
+judge's tests (tests/unit/probes/functional/test_judge.py)."""
 from __future__ import annotations
 
 import json
@@ -11,11 +14,10 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import ok, run_evalkit, store_uri
+from helpers import judged_recording, ok, rerecord, result_shape, run_probe_variant, store_uri
 
 from evalkit import names
 
-TRAINER = ["trainer=baseline", "trainer.name=handwritten"]     # the baseline's loop, seen by the verdict as a wrapper
 JOBS = ["plain", "baseline", "bf16_mixed", "fp16_mixed", "ws2", "pg", "resume"]
 
 
@@ -25,7 +27,7 @@ def probe(tmp_path_factory):
     from mlflow.tracking import MlflowClient
 
     workdir = tmp_path_factory.mktemp("functional")
-    proc = run_evalkit(workdir, "probe=functional", *TRAINER)
+    proc = run_probe_variant(workdir, "functional", "handwritten")
     ok(proc)
     print(next(line for line in proc.stderr.splitlines() if "functional probe" in line and "job" not in line))
     client = MlflowClient(store_uri(workdir))
@@ -44,13 +46,15 @@ def test_the_baseline_passes_every_item(probe):
     assert metrics[names.probe_pass("functional")] == 1.0
     assert metrics["probe/functional/items_passed"] == metrics["probe/functional/items_total"] == 10
     assert metrics["probe/functional/checkpoint_ratio"] == 1.0 and metrics["probe/functional/checkpoint_bytes"] > 0
+
+
+def test_the_live_run_is_judged_as_its_recording(probe):
+    _, client, run, _ = probe
     with open(client.download_artifacts(run.info.run_id, "probe/functional.json")) as fh:
-        result = json.load(fh)
-    assert result["passed"] and result["findings"] == []
-    assert result["headline"] == "10/10 items; checkpoint 1.00x the baseline's"
-    table = result["sections"][0]
-    assert table.count("| pass |") == 10
-    assert "its losses equal the uninterrupted run's, bit for bit" in table
+        live = json.load(fh)
+    exact = ("items_total", "items_passed", "checkpoint_ratio")
+    assert result_shape(live, *exact) == result_shape(judged_recording("functional", "handwritten"), *exact), \
+        f"handwritten: {rerecord('functional')}"
 
 
 def test_the_jobs_are_child_runs_and_the_resume_continues_a_checked_copy_of_plains_checkpoints(probe):

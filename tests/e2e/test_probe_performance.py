@@ -11,38 +11,45 @@ copy about once in a hundred runs (it did in CI: 1.33x [1.22, 1.45]); with six, 
 Nothing else of the test session runs meanwhile (`machine_alone`): the probe times its jobs. Its power on a 10 %
 slowdown, and whether two runs agree, are measured by scripts/bench_performance_probe.py (figures, not asserts:
 this machine's timings move by about 10 % from one process to the next).
+
+The runs are helpers.PERFORMANCE_RUNS. What the judge makes of their timings (the ratio's bounds, the planted cost,
+its notes, the start-up figures) is asserted in the unit tier on their recorded evidence, where it is deterministic
+(tests/unit/probes/performance/test_judge_recorded.py); here the jobs alternate in fresh processes, the store holds
+what the probe runner logged, and each live decision must be of its recording's class (helpers.performance_class:
+slower, not slower), not of its timings (then, when what a job records changed, run
+scripts/record_probe_fixtures.py --probe performance).
 """
 from __future__ import annotations
 
 import json
 import os
-import statistics
 
 import pytest
-from helpers import PLANTED, ok, run_evalkit, store_uri
+from helpers import (
+    PERFORMANCE_RUNS,
+    judged_recording,
+    ok,
+    performance_class,
+    rerecord,
+    run_probe_variant,
+    store_uri,
+)
 
 from evalkit import names
-
-SLOW = ["trainer._target_=slow_loop.SlowBaselineAdapter", "trainer.name=slow"]
-WIDTH = 256
-SETTINGS = ["probe=performance", f"probe.widths=[{WIDTH}]", "probe.steps=300"]
-REPEATS = {"2.0": 3, "0.0": 6}     # planted slowdown -> pairs
 
 
 @pytest.fixture(scope="module")
 def store(machine_alone, tmp_path_factory):
-    """The slower copy, then the identical copy."""
+    """The slower copy, then the identical copy: their probe runs, oldest first."""
     workdir = tmp_path_factory.mktemp("performance")
-    env = {"PYTHONPATH": os.pathsep.join([str(PLANTED), os.environ.get("PYTHONPATH", "")])}
-    for slower, repeats in REPEATS.items():
-        ok(run_evalkit(workdir, *SETTINGS, f"probe.repeats={repeats}", *SLOW, f"+trainer.options.slower={slower}",
-                       env=env))
+    for name in PERFORMANCE_RUNS:
+        ok(run_probe_variant(workdir, "performance", name))
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(store_uri(workdir))
     exp = client.get_experiment_by_name("evalkit").experiment_id
     runs = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'", order_by=["attributes.start_time ASC"])
-    return client, runs
+    return client, dict(zip(PERFORMANCE_RUNS, runs))
 
 
 def result_of(client, run) -> dict:
@@ -50,41 +57,28 @@ def result_of(client, run) -> dict:
         return json.load(fh)
 
 
-def planted_ms(client, run) -> float:
-    """The median wait the slower copy's jobs planted per step (their effective config)."""
-    with open(client.download_artifacts(run.info.run_id, "probe/performance_evidence.json")) as fh:
-        jobs = json.load(fh)
-    return statistics.median(j["effective"]["planted_added_ms"] for j in jobs if j["name"].endswith("-wrapper"))
-
-
-def test_the_slower_copy_is_reported_slower_with_its_planted_cost(store):
+def test_each_probe_run_logs_its_decision(store):
     client, runs = store
-    run = runs[0]
-    result = result_of(client, run)
-    figures = result["figures"]
-    assert figures[f"h{WIDTH}/ratio_low"] > 1.3, figures
-    assert figures[f"h{WIDTH}/added_ms"] == pytest.approx(planted_ms(client, run), rel=0.35)
-    if figures[f"h{WIDTH}/stable"]:       # judged: three times as slow is far outside the budget
-        assert run.data.tags[names.probe_status("performance")] == "fail"
-        assert run.data.metrics[names.probe_pass("performance")] == 0.0
-        assert "above the budget" in result["notes"][0]
-        assert "ms/step" in run.data.tags[names.probe_headline("performance")]
-    else:                                 # three pairs on a noisy machine: said, not judged
-        assert run.data.tags[names.probe_status("performance")] == "inconclusive"
-        assert names.probe_pass("performance") not in run.data.metrics
-        assert "spread" in result["notes"][1] or "drifted" in result["notes"][1]
+    for run in runs.values():
+        result, status = result_of(client, run), run.data.tags[names.probe_status("performance")]
+        assert status == ("inconclusive" if result["inconclusive"] else "pass" if result["passed"] else "fail")
+        if status == "inconclusive":                  # said, not judged
+            assert names.probe_pass("performance") not in run.data.metrics
+        else:
+            assert run.data.metrics[names.probe_pass("performance")] == float(status == "pass")
 
 
-def test_the_identical_copy_is_not_failed(store):
+@pytest.mark.parametrize("name", sorted(PERFORMANCE_RUNS))
+def test_each_live_decision_is_of_its_recordings_class(store, name):
     client, runs = store
-    result = result_of(client, runs[1])
-    assert runs[1].data.tags[names.probe_status("performance")] in ("pass", "inconclusive"), result["notes"]
-    assert result["figures"][f"h{WIDTH}/ratio_low"] < 1.3
+    live, recorded = result_of(client, runs[name]), judged_recording("performance", name)
+    assert performance_class(live) == performance_class(recorded), \
+        f"{name}: live {live['headline']!r}, recorded {recorded['headline']!r}; {rerecord('performance')}"
 
 
 def test_the_jobs_alternate_in_fresh_processes_with_the_light_profile(store):
     client, runs = store
-    run = runs[0]
+    run = runs["slow"]
     assert run.data.tags[names.CALIBER].startswith("timed|hw=cpu|thr=1|")
     exp = client.get_experiment_by_name("evalkit").experiment_id
     children = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'",
@@ -97,6 +91,3 @@ def test_the_jobs_alternate_in_fresh_processes_with_the_light_profile(store):
         jobs = json.load(fh)
     pinned = {tuple(j["summary"]["cpus"]) for j in jobs}
     assert len(pinned) == 1 and all(j["summary"]["cpus_pinned"] == (len(os.sched_getaffinity(0)) > 1) for j in jobs)
-    result = result_of(client, run)
-    assert result["figures"]["startup/first_step_s/baseline"] > result["figures"]["startup/torch_imported_s/baseline"]
-    assert any("Start-up" in s for s in result["sections"])
