@@ -151,21 +151,22 @@ def machine_alone(tmp_path_factory):
 # pytest-xdist (`--dist loadscope --no-loadscope-reorder`, pyproject.toml) hands out whole modules in collection
 # order. Longest first, the two workers end within a short module of each other; in xdist's own order (most tests
 # first) a long module with few tests could start last and run alone. Seconds one module took (its fixtures'
-# setup included) in a `pytest -n 2` run of its tier on the 2-core machine (smoke 2026-12-03, e2e 2026-12-02),
+# setup included) in a `pytest -n 2` run of its tier on the 2-core machine (2026-12-03; the shared sweep's
+# setup counts in the first module that asks for it),
 # by its path under tests/; a module not listed counts as short (every unit module is).
 MODULE_SECONDS = {
     "smoke/test_probes.py": 170, "smoke/test_ui_records.py": 170, "smoke/test_team_server.py": 40,
     "smoke/test_kill_and_resume.py": 25, "smoke/test_matrix.py": 5,
-    "e2e/test_team_server.py": 378, "e2e/test_probe_semantics.py": 251, "e2e/test_adapter_lightning.py": 171,
-    "e2e/test_run_integrity.py": 167, "e2e/test_adapter_fabric.py": 147, "e2e/test_probe_semantics_wrappers.py": 139,
-    "e2e/test_adapter_accelerate.py": 100, "e2e/test_probe_stability.py": 126, "e2e/test_adapter_ignite.py": 90,
-    "e2e/test_entry_points.py": 113, "e2e/test_adapter_hf_trainer.py": 80, "e2e/test_baseline_runs.py": 90,
-    "e2e/test_failures_and_tracking.py": 89, "e2e/test_resume_and_secrets.py": 69, "e2e/test_probe_performance.py": 115,
-    "e2e/test_probe_functional.py": 65, "e2e/test_verdict_diverging_sweep.py": 58, "e2e/test_tracking_errors.py": 55,
-    "e2e/test_spool_full.py": 47, "e2e/test_multinode.py": 46, "e2e/test_probe_consistency.py": 45,
-    "e2e/test_probe_maintenance.py": 39, "e2e/test_config_refusals.py": 38, "e2e/test_submitit.py": 38,
-    "e2e/test_probe_customization.py": 36, "e2e/test_sweep_resume.py": 35, "e2e/test_launchers.py": 34,
-    "e2e/test_cuda.py": 23, "e2e/test_sweep_reship.py": 155,
+    "e2e/test_team_server.py": 317, "e2e/test_probe_stability.py": 260, "e2e/test_probe_performance.py": 232,
+    "e2e/test_probe_semantics_wrappers.py": 194, "e2e/test_probe_semantics.py": 185,
+    "e2e/test_adapter_accelerate.py": 176, "e2e/test_run_integrity.py": 175, "e2e/test_adapter_lightning.py": 160,
+    "e2e/test_adapter_fabric.py": 160, "e2e/test_adapter_ignite.py": 114, "e2e/test_sweep_reship.py": 111,
+    "e2e/test_tracking_errors.py": 93, "e2e/test_baseline_runs.py": 74, "e2e/test_adapter_hf_trainer.py": 72,
+    "e2e/test_failures_and_tracking.py": 72, "e2e/test_entry_points.py": 66, "e2e/test_resume_and_secrets.py": 59,
+    "e2e/test_multinode.py": 56, "e2e/test_verdict_diverging_sweep.py": 51, "e2e/test_probe_functional.py": 48,
+    "e2e/test_submitit.py": 44, "e2e/test_probe_maintenance.py": 42, "e2e/test_probe_consistency.py": 41,
+    "e2e/test_sweep_resume.py": 35, "e2e/test_launchers.py": 32, "e2e/test_probe_customization.py": 32,
+    "e2e/test_config_refusals.py": 30, "e2e/test_spool_full.py": 27, "e2e/test_cuda.py": 25,
 }
 
 
