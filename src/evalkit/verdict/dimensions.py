@@ -81,10 +81,12 @@ def judge_probe(arm: Arm, dim: str) -> DimensionResult:
     on a fail, the first one (its reason tag); otherwise how many probe runs passed."""
     key, status = names.probe_pass(dim), names.probe_status(dim)
     runs = [r for r in arm.runs if key in r.metrics or r.tags.get(status) == INCONCLUSIVE]
+    crashed = [r for r in arm.runs if _crashed(r, dim) and r not in runs]
+    runs += crashed
     if not runs:
         return DimensionResult(NOT_RUN)
     failed = [r for r in runs if key in r.metrics and r.metrics[key] < 0.5]
-    undecided = [r for r in runs if key not in r.metrics]
+    undecided = [r for r in runs if key not in r.metrics and r not in crashed]
     counted = [r.metrics[f"probe/{dim}/findings"] for r in runs if f"probe/{dim}/findings" in r.metrics]
     headlines = [r.tags[names.probe_headline(dim)] for r in (failed or undecided or runs)
                  if r.tags.get(names.probe_headline(dim))]
@@ -97,9 +99,24 @@ def judge_probe(arm: Arm, dim: str) -> DimensionResult:
             figure += ": " + _first_finding(failed[0].tags[names.probe_reason(dim)])
     if failed:
         return DimensionResult(FAIL, figure, [_probe_reason(r, dim) for r in failed])
-    if undecided:
-        return DimensionResult(INCONCLUSIVE, figure, [_probe_reason(r, dim, "could not decide") for r in undecided])
+    if undecided or crashed:
+        if crashed:
+            figure = (f"{figure}, " if headlines or counted else "") + f"{len(crashed)}/{len(runs)} probe runs crashed"
+        return DimensionResult(INCONCLUSIVE, figure, [_probe_reason(r, dim, "could not decide") for r in undecided]
+                               + [_crash_reason(r, dim) for r in crashed])
     return DimensionResult(PASS, figure)
+
+
+def _crashed(run, dim: str) -> bool:
+    """A probe run of `dim` that ended without judging (FAILED or KILLED: the probe itself crashed)."""
+    return run.role == names.ROLE_PROBE and run.probe == dim and run.status in ("FAILED", "KILLED") \
+        and names.probe_pass(dim) not in run.metrics
+
+
+def _crash_reason(run, dim: str) -> str:
+    why = run.tags.get(names.FAILURE_REASON) or "no failure reason recorded"
+    return (f"{dim} probe run {run.run_id[:8]} ended {run.status} before judging ({why}): nothing was judged; "
+            f"run the probe again (`evalkit probe={dim} trainer={run.trainer}`)")
 
 
 def _first_finding(reason: str, limit: int = 90) -> str:

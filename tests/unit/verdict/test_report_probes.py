@@ -218,3 +218,24 @@ def test_the_store_reads_probe_results_in_place_and_by_download(tmp_path):
     assert by_id[good].probe_results["semantics"]["series"]["ws2"]["update_scale"][6] is None
     assert set(by_id[good].probe_results) == {"semantics"}
     assert by_id[broken].probe_results == {} and by_id[bare].probe_results == {}
+
+
+def crashed_record(run_id: str, trainer: str) -> RunRecord:
+    """A semantics probe run that crashed before judging: FAILED, no pass metric, its failure reason."""
+    tags = {names.ROLE: names.ROLE_PROBE, names.PROBE: "semantics", names.TRAINER: trainer, names.MODE: "aligned",
+            names.TASK: "semantics_truth", names.CALIBER: TRUTH_CALIBER,
+            names.FAILURE_REASON: "ws1-noclip: worker exited with SIGKILL"}
+    return RunRecord(run_id, "FAILED", tags, {})
+
+
+def test_a_probe_that_crashed_is_inconclusive_with_its_cause_not_missing_or_passed():
+    verdict = verdict_with(crashed_record("probecrash01", "lightning"),
+                           probe_record("probepass0002", "accelerate", passing_result()),
+                           crashed_record("probecrash02", "accelerate"))
+    lightning = next(r for r in verdict.rows if r.key.trainer == "lightning").dimensions["semantics"]
+    assert lightning.status == "inconclusive" and lightning.figure == "1/1 probe runs crashed"
+    assert "ended FAILED before judging (ws1-noclip: worker exited with SIGKILL)" in lightning.reasons[0]
+    assert "evalkit probe=semantics trainer=lightning" in lightning.reasons[0]
+    accelerate = next(r for r in verdict.rows if r.key.trainer == "accelerate").dimensions["semantics"]
+    assert accelerate.status == "inconclusive", accelerate.cell()    # a pass beside a crash is not a pass
+    assert accelerate.figure == "0 findings, 1/2 probe runs crashed" and "probecra" in accelerate.reasons[0]
