@@ -455,6 +455,19 @@ def run_probe_variant(workdir, dim: str, name: str, *extra: str, site: str | Pat
                        env=probe_run_env(dim, name, site))
 
 
+def run_probe_variants_side_by_side(tmp_path_factory, dim: str) -> dict[str, Path]:
+    """Every PROBE_RUNS[dim] at once, each in a store of its own (`run_probe_variant`), each required to succeed:
+    {name: its workdir}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    dirs = {name: tmp_path_factory.mktemp(name) for name in PROBE_RUNS[dim]}
+    with ThreadPoolExecutor(len(dirs)) as pool:
+        procs = {name: pool.submit(run_probe_variant, dirs[name], dim, name) for name in dirs}
+        for proc in procs.values():
+            ok(proc.result())
+    return dirs
+
+
 def maintenance_index(index_url: str, cache: str | Path, empty_cache: str | Path) -> dict[str, list[str]]:
     """Each maintenance run's index and cache, run in MAINTENANCE_RUNS' order: online from `index_url` (a
     FakeIndex) into `cache`, offline from that cache, unreachable (nothing listens) with `empty_cache`."""

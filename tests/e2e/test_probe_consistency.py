@@ -10,10 +10,16 @@ scripts/record_probe_fixtures.py --probe consistency).
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from helpers import CONSISTENCY_RUNS, judged_recording, ok, rerecord, result_shape, run_probe_variant, store_uri
+from helpers import (
+    CONSISTENCY_RUNS,
+    judged_recording,
+    probe_result,
+    rerecord,
+    result_shape,
+    run_probe_variants_side_by_side,
+)
 
 from evalkit import names
 
@@ -21,21 +27,8 @@ from evalkit import names
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory):
     """(client, probe run) of the baseline's probe and of the planted loop's, run side by side."""
-    from mlflow.tracking import MlflowClient
-
-    dirs = {name: tmp_path_factory.mktemp(name) for name in CONSISTENCY_RUNS}
-    with ThreadPoolExecutor(len(dirs)) as pool:
-        procs = {name: pool.submit(run_probe_variant, dirs[name], "consistency", name) for name in dirs}
-        procs = {name: p.result() for name, p in procs.items()}
-    out = {}
-    for name, proc in procs.items():
-        ok(proc)
-        print(next(line for line in proc.stderr.splitlines() if "consistency probe" in line and "job" not in line))
-        client = MlflowClient(store_uri(dirs[name]))
-        exp = client.get_experiment_by_name("evalkit").experiment_id
-        (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
-        out[name] = client, run
-    return out
+    dirs = run_probe_variants_side_by_side(tmp_path_factory, "consistency")
+    return {name: probe_result(workdir, "consistency")[:2] for name, workdir in dirs.items()}
 
 
 def result_of(client, run) -> dict:

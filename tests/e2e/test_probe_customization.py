@@ -11,17 +11,14 @@ scripts/record_probe_fixtures.py --probe customization).
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 from helpers import (
     CUSTOMIZATION_RUNS,
     judged_recording,
-    ok,
     probe_result,
     rerecord,
     result_shape,
-    run_probe_variant,
+    run_probe_variants_side_by_side,
     store_uri,
 )
 
@@ -31,15 +28,8 @@ from evalkit import names
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     """name -> (probe run, its customization.json), the three probe runs side by side."""
-
-    dirs = {name: tmp_path_factory.mktemp(name) for name in CUSTOMIZATION_RUNS}
-    with ThreadPoolExecutor(len(dirs)) as pool:
-        procs = {name: pool.submit(run_probe_variant, dirs[name], "customization", name) for name in dirs}
-        procs = {name: p.result() for name, p in procs.items()}
-    out = {}
-    for name, proc in procs.items():
-        ok(proc)
-        out[name] = probe_result(dirs[name], "customization")[1:]
+    dirs = run_probe_variants_side_by_side(tmp_path_factory, "customization")
+    out = {name: probe_result(workdir, "customization")[1:] for name, workdir in dirs.items()}
     out["uris"] = {name: store_uri(d) for name, d in dirs.items()}
     return out
 

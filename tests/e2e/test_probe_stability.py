@@ -12,17 +12,14 @@ scripts/record_probe_fixtures.py --probe stability).
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 from helpers import (
     STABILITY_RUNS,
     judged_recording,
-    ok,
     probe_result,
     rerecord,
     result_shape,
-    run_probe_variant,
+    run_probe_variants_side_by_side,
     store_uri,
 )
 
@@ -32,15 +29,8 @@ from evalkit import names
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     """name -> (probe run, its stability.json, its store's uri), the three probe runs side by side."""
-    dirs = {name: tmp_path_factory.mktemp(name) for name in STABILITY_RUNS}
-    with ThreadPoolExecutor(len(dirs)) as pool:
-        procs = {name: pool.submit(run_probe_variant, dirs[name], "stability", name) for name in dirs}
-        procs = {name: p.result() for name, p in procs.items()}
-    out = {}
-    for name, proc in procs.items():
-        ok(proc)
-        out[name] = (*probe_result(dirs[name], "stability")[1:], store_uri(dirs[name]))
-    return out
+    dirs = run_probe_variants_side_by_side(tmp_path_factory, "stability")
+    return {name: (*probe_result(workdir, "stability")[1:], store_uri(workdir)) for name, workdir in dirs.items()}
 
 
 def test_the_baseline_passes_every_item(results):
