@@ -42,6 +42,9 @@ VAL_METRIC_HIGHER_IS_BETTER = "evalkit.val_metric_higher_is_better"
 VAL_METRIC_SCALE = "evalkit.val_metric_scale"   # relative | absolute
 VAL_METRIC_MARGIN = "evalkit.val_metric_margin"
 FAILURE_REASON = "evalkit.failure_reason"
+# On a probe run that crashed: "<job>: <reason>" for a job of the wrapper that crashed where nothing was planted (no
+# fault asked), before the probe stopped; absent when only evalkit's own machinery failed.
+PROBE_CRASHED_JOB = "evalkit.probe.crashed_job"
 CONFIG_WARNINGS = "evalkit.config_warnings"
 RUN_DIR, CHECKPOINT_DIR = "evalkit.run_dir", "evalkit.checkpoint_dir"
 WRAPPER_VERSION, TORCH_VERSION, VERSION_PREFIX = "evalkit.wrapper_version", "evalkit.torch_version", "evalkit.version."

@@ -76,6 +76,7 @@ class ProbeRun:
         self.uri = tracking.resolve_uri(cfg.tracking.uri)
         self.client = tracking.open_client(self.uri)
         self.run_id: str | None = None
+        self.done: dict[str, JobEvidence] = {}   # the jobs run so far, kept when the probe stops half-way
 
     def start(self) -> str:
         cfg, probe = self.cfg, self.probe
@@ -105,7 +106,7 @@ class ProbeRun:
 
     def run_jobs(self) -> tuple[list[JobEvidence], list[str]]:
         """Every planned job, phase after phase, each recorded as a child run and read back from the store."""
-        done: dict[str, JobEvidence] = {}
+        done = self.done
         notes: list[str] = []
         previous_parent = os.environ.get(names.PARENT_RUN_ENV)
         os.environ[names.PARENT_RUN_ENV] = self.run_id
@@ -133,6 +134,16 @@ class ProbeRun:
             f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: job {job.name}")
         result: JobResult = run_job(child, os.path.join(self.run_dir, job.name), role=names.ROLE_PROBE_JOB)
         return load_job(self.client, result.run_id, job.name)
+
+    def crashed_job(self) -> str | None:
+        """'<job>: <reason>' for the first job that ended FAILED or KILLED although its config planted no fault
+        (the wrapper crashed where it should have trained; a refusal is not a crash), None when every job ended as
+        planned."""
+        for job in self.done.values():
+            planted = any(job.config.get("faults", {}).values())
+            if job.status != "FINISHED" and not planted and "UnsupportedCombination" not in job.failure_reason:
+                return f"{job.name}: {job.failure_reason or job.status}"
+        return None
 
     def measure(self) -> dict | None:
         """A probe that measures more than its jobs (sources, the installed packages) does it now, once; what it
@@ -197,7 +208,9 @@ def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
         reason = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
         short = " ".join(reason.split())[:500]
+        crashed = runner.crashed_job()
         tracking.set_tags(runner.client, run_id, {names.FAILURE_REASON: short,
+                                                  names.PROBE_CRASHED_JOB: crashed and " ".join(crashed.split())[:500],
                                                   names.MLFLOW_NOTE: runner.note(f"FAILED: {short}")})
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "probe_traceback.txt")

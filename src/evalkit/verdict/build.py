@@ -141,12 +141,27 @@ def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, opti
     dims = {d: judge_probe(arm, d) for d in DIMENSIONS}
     dims["functional"] = judge_functional(arm, nonfinite_runs(arm.finished, _metric_key(arm, options)))
     # A probe's answer, when the arm has one, is the column's: it was measured for that question (paired,
-    # interleaved, one switch at a time); the sweep's own comparison stays in the report's tables.
+    # interleaved, one switch at a time); the sweep's own comparison stays in the report's tables. Only where no
+    # probe ran at all (a crashed probe is a cell of its own) does the sweep's comparison fill it, and says so.
     if dims["consistency"].status == NOT_RUN:
-        dims["consistency"] = judge_consistency(consistency, divergence, why_not or "no final validation values")
+        dims["consistency"] = from_sweep(judge_consistency(consistency, divergence,
+                                                           why_not or "no final validation values"), "consistency")
     if dims["performance"].status == NOT_RUN:
-        dims["performance"] = judge_performance(comps, "" if comps else why_not)
+        dims["performance"] = from_sweep(judge_performance(comps, "" if comps else why_not), "performance")
     return Row(arm.key, base.key if base else None, len(arm.jobs), len(arm.finished), dims, comps, divergence)
+
+
+SWEEP_SOURCE = "sweep, no probe"
+
+
+def from_sweep(result: DimensionResult, dim: str) -> DimensionResult:
+    """A column judged by the sweep's own comparison, marked as such in its figure and first reason."""
+    if result.status == NOT_RUN:
+        return result
+    why = (f"no {dim} probe ran for this arm: judged from the sweep's own jobs (whole jobs of each arm, not the "
+           f"probe's measurement made for this question); `evalkit probe={dim}` measures it")
+    figure = f"{result.figure}; {SWEEP_SOURCE}" if result.figure else SWEEP_SOURCE
+    return DimensionResult(result.status, figure, [*result.reasons, why])
 
 
 def _standings(rows: list[Row], options: VerdictOptions) -> list[Standing]:

@@ -7,6 +7,9 @@ Prints the per-dimension table, the scenario ranking and the reason for every fa
 report (markdown, self-contained HTML, JSON) to --out and logs it as a new `evalkit.role=verdict`
 run of the same experiment. When the store fails while the verdict run is recorded, the report is kept on
 disk with what the run records, and `evalkit-verdict --record DIR` records it once the store answers again.
+`--fail-on` names dimensions, and optionally the words `inconclusive` and `not-run`: a gated dimension fails the
+gate when its cell is fail, and also when it is inconclusive or not run if those words are given (only words and
+no dimension: all seven), e.g. `--fail-on inconclusive,not-run` for CI that wants everything judged.
 Exit codes: 0 ok, 2 bad input (one message), 3 a --fail-on dimension failed for a gated wrapper, 4 the
 verdict is printed but could not be recorded (the message names the folder that keeps it).
 """
@@ -20,6 +23,7 @@ from pathlib import Path
 from evalkit.controller.writable import write_problem
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE, EXIT_UNRECORDED = 0, 2, 3, 4
+GATE_WORDS = {"inconclusive": "inconclusive", "not-run": "not run"}   # --fail-on word -> the cell's status
 
 
 class BadInput(Exception):
@@ -37,8 +41,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="balanced",
                    help="weights of the overall ranking: balanced, research, platform, or one from --scenarios-file")
     p.add_argument("--scenarios-file", type=Path, help="YAML/JSON: scenario -> {dimension: weight}")
-    p.add_argument("--fail-on", default="", metavar="DIM[,DIM]",
-                   help="exit 3 when one of these dimensions fails (inconclusive and not run do not)")
+    p.add_argument("--fail-on", default="", metavar="DIM[,DIM][,inconclusive][,not-run]",
+                   help="exit 3 when one of these dimensions fails; add inconclusive and/or not-run to fail on "
+                        "those outcomes too (words alone gate all seven dimensions)")
     p.add_argument("--wrappers", default="", metavar="A[,B]",
                    help="gate only these wrappers (trainer or trainer/mode)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm) (default: 0.05)")
@@ -84,9 +89,10 @@ def options_from(args):
     from evalkit.verdict.dimensions import DIMENSIONS
     from evalkit.verdict.scenarios import ScenarioError, load_scenarios
 
-    unknown = set(_split(args.fail_on)) - set(DIMENSIONS)
+    unknown = set(_split(args.fail_on)) - set(DIMENSIONS) - set(GATE_WORDS)
     if unknown:
-        raise BadInput(f"--fail-on: unknown dimension(s) {sorted(unknown)}; choose from {', '.join(DIMENSIONS)}")
+        raise BadInput(f"--fail-on: unknown dimension(s) {sorted(unknown)}; choose from {', '.join(DIMENSIONS)}, "
+                       f"and optionally {' and '.join(GATE_WORDS)}")
     if not 0 < args.alpha < 0.5:
         raise BadInput(f"--alpha must lie in (0, 0.5), got {args.alpha}")
     try:
@@ -101,19 +107,25 @@ def options_from(args):
 
 
 def gate(verdict, fail_on: list[str], wrappers: list[str]) -> list[str]:
-    """Failures that make the exit code 3: '<arm>: <dimension>' for gated wrappers and dimensions."""
+    """Failures that make the exit code 3: '<arm>: <dimension> (<status>)' for gated wrappers and dimensions; a
+    cell fails the gate when it is fail, or inconclusive / not run when --fail-on names those words."""
     from evalkit.verdict.build import row_label
+    from evalkit.verdict.dimensions import DIMENSIONS, FAIL
 
     names = {r.key.trainer for r in verdict.rows} | {r.key.label for r in verdict.rows}
     missing = [w for w in wrappers if w not in names]
     if missing:
         raise BadInput(f"--wrappers: no arm for {missing}; present: {', '.join(sorted(names))}")
+    statuses = {FAIL} | {GATE_WORDS[w] for w in fail_on if w in GATE_WORDS}
+    dims = [d for d in fail_on if d in DIMENSIONS] or (list(DIMENSIONS) if len(statuses) > 1 else [])
     chosen = [r for r in verdict.rows if not wrappers or r.key.trainer in wrappers or r.key.label in wrappers]
-    unjudged = sorted({d for r in chosen for d in fail_on if r.dimensions[d].status in ("not run", "inconclusive")})
+    unjudged = sorted({d for r in chosen for d in dims
+                       if r.dimensions[d].status in set(GATE_WORDS.values()) - statuses})
     if unjudged:
-        print(f"note: --fail-on {', '.join(unjudged)}: not run or inconclusive for some gated arms; "
-              "that does not fail the gate", file=sys.stderr)
-    return [f"{row_label(r.key)}: {d}" for r in chosen for d in fail_on if r.dimensions[d].status == "fail"]
+        print(f"note: --fail-on {', '.join(unjudged)}: not run or inconclusive for some gated arms; that does not "
+              "fail the gate (add inconclusive,not-run to --fail-on for it to)", file=sys.stderr)
+    return [f"{row_label(r.key)}: {d} ({r.dimensions[d].status})" for r in chosen for d in dims
+            if r.dimensions[d].status in statuses]
 
 
 def run(args) -> int:

@@ -97,11 +97,13 @@ def judge_probe(arm: Arm, dim: str) -> DimensionResult:
         figure = f"{int(sum(counted))} finding{'' if sum(counted) == 1 else 's'}"
         if failed and failed[0].tags.get(names.probe_reason(dim)):
             figure += ": " + _first_finding(failed[0].tags[names.probe_reason(dim)])
-    if failed:
-        return DimensionResult(FAIL, figure, [_probe_reason(r, dim) for r in failed])
+    if crashed:
+        figure = (f"{figure}, " if headlines or counted else "") + f"{len(crashed)}/{len(runs)} probe runs crashed"
+    wrapper_crashed = [r for r in crashed if r.tags.get(names.PROBE_CRASHED_JOB)]
+    if failed or wrapper_crashed:
+        return DimensionResult(FAIL, figure, [_probe_reason(r, dim) for r in failed]
+                               + [_crash_reason(r, dim) for r in crashed])
     if undecided or crashed:
-        if crashed:
-            figure = (f"{figure}, " if headlines or counted else "") + f"{len(crashed)}/{len(runs)} probe runs crashed"
         return DimensionResult(INCONCLUSIVE, figure, [_probe_reason(r, dim, "could not decide") for r in undecided]
                                + [_crash_reason(r, dim) for r in crashed])
     return DimensionResult(PASS, figure)
@@ -114,9 +116,16 @@ def _crashed(run, dim: str) -> bool:
 
 
 def _crash_reason(run, dim: str) -> str:
+    """Whose crash it was: a job of the wrapper that crashed unplanted (a fail of the wrapper's), or evalkit's own
+    probe machinery (nothing judged: inconclusive), with the command that runs the probe again."""
     why = run.tags.get(names.FAILURE_REASON) or "no failure reason recorded"
-    return (f"{dim} probe run {run.run_id[:8]} ended {run.status} before judging ({why}): nothing was judged; "
-            f"run the probe again (`evalkit probe={dim} trainer={run.trainer}`)")
+    again = f"`evalkit probe={dim} trainer={run.trainer} trainer.mode={run.mode}`"
+    job = run.tags.get(names.PROBE_CRASHED_JOB)
+    if job:
+        return (f"{dim} probe run {run.run_id[:8]} ended {run.status} before judging because the wrapper's job "
+                f"crashed where nothing was planted ({job}); the probe then stopped ({why}); after a fix, {again}")
+    return (f"{dim} probe run {run.run_id[:8]} ended {run.status} before judging ({why}): evalkit's own probe "
+            f"machinery stopped, not a job of the wrapper, so nothing was judged; run the probe again ({again})")
 
 
 def _first_finding(reason: str, limit: int = 90) -> str:

@@ -12,7 +12,7 @@ from evalkit.config import validate
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.registry import load_probe
-from evalkit.probes.runner import probe_job_config
+from evalkit.probes.runner import ProbeRun, probe_job_config
 from evalkit.probes.semantics.plan import TRUTH_CALIBER
 
 
@@ -110,3 +110,17 @@ def test_an_arm_seen_only_through_its_probes_says_why_its_comparisons_did_not_ru
     assert (row.key.trainer, row.key.caliber) == ("fabric", "probes only")
     assert row.dimensions["semantics"].status == "fail"
     assert row.dimensions["consistency"].cell() == "not run (no training jobs in this mode: only its probes)"
+
+
+def test_a_probe_that_stops_names_the_wrappers_job_that_crashed_unplanted_not_its_planted_faults():
+    def job(name, status, reason="", faults=None):
+        tags = {names.FAILURE_REASON: reason} if reason else {}
+        return JobEvidence(name, name + "-id", status, {"faults": faults or {"kill_after_step": 0}}, tags)
+
+    run = ProbeRun.__new__(ProbeRun)           # its jobs only: no store, no config
+    run.done = {"killed": job("kill-between", "FAILED", "worker exited with SIGKILL", {"kill_after_step": 12}),
+                "refused": job("fp16", "FAILED", "UnsupportedCombination: fp16 needs CUDA"),
+                "ok": job("reference", "FINISHED")}
+    assert run.crashed_job() is None           # a planted kill and a refusal are not crashes
+    run.done["broken"] = job("resume-between", "FAILED", "RuntimeError: Error(s) in loading state_dict")
+    assert run.crashed_job() == "resume-between: RuntimeError: Error(s) in loading state_dict"

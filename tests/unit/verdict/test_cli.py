@@ -60,7 +60,7 @@ def test_table_says_pass_and_fail_where_planted(full_run):
     assert rows["lightning"]["consistency"].startswith("pass (Δ"), stdout
     assert rows["lightning"]["functional"].startswith("pass"), stdout
     assert rows["lightning"]["performance"].startswith("pass"), stdout
-    assert re.match(r"fail \(Δ\+[45]\.\d+% \[.*\] \d+(\.\d+)?% CI\)", rows["accelerate"]["consistency"]), stdout
+    assert re.match(r"fail \(Δ\+[45]\.\d+% \[.*\] \d+(\.\d+)?% CI; sweep, no probe\)", rows["accelerate"]["consistency"]), stdout
     assert rows["accelerate"]["functional"] == "fail (1/6 runs failed)", stdout
     for row in rows.values():
         assert all(row[d] == "not run" for d in PROBES_NOT_BUILT), stdout
@@ -109,6 +109,20 @@ def test_exit_code_gates_on_chosen_wrappers(sweep, wrappers, expected, capsys):
     args = ["--tracking-uri", uri, "--fail-on", "consistency", "--no-log"]
     assert main(args + (["--wrappers", wrappers] if wrappers else [])) == expected
     assert main(["--tracking-uri", uri, "--no-log", "--fail-on", "semantics,performance"]) == 0
+
+
+@pytest.mark.parametrize("fail_on, expected", [
+    ("semantics", 0), ("semantics,inconclusive", 0),            # not run: the gate lets it through unless asked
+    ("semantics,not-run", 3), ("not-run", 3),                    # words alone gate all seven
+    ("consistency,functional,inconclusive,not-run", 0),           # judged and passed: nothing to fail on
+])
+def test_fail_on_can_also_refuse_inconclusive_and_not_run_cells(sweep, fail_on, expected, capsys):
+    assert main(["--tracking-uri", sweep[0], "--no-log", "--wrappers", "lightning", "--fail-on", fail_on]) == expected
+    err = capsys.readouterr().err
+    if expected:
+        assert "semantics (not run)" in err.split("CI gate failed")[1], err
+    elif fail_on.startswith("semantics"):
+        assert "add inconclusive,not-run to --fail-on" in err, err
 
 
 @pytest.mark.parametrize("args, message", [

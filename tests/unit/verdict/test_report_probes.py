@@ -220,11 +220,14 @@ def test_the_store_reads_probe_results_in_place_and_by_download(tmp_path):
     assert by_id[broken].probe_results == {} and by_id[bare].probe_results == {}
 
 
-def crashed_record(run_id: str, trainer: str) -> RunRecord:
-    """A semantics probe run that crashed before judging: FAILED, no pass metric, its failure reason."""
-    tags = {names.ROLE: names.ROLE_PROBE, names.PROBE: "semantics", names.TRAINER: trainer, names.MODE: "aligned",
+def crashed_record(run_id: str, trainer: str, crashed_job: str = "", probe: str = "semantics") -> RunRecord:
+    """A probe run that crashed before judging: FAILED, no pass metric, its failure reason (and, when a job of the
+    wrapper crashed unplanted before it, that job)."""
+    tags = {names.ROLE: names.ROLE_PROBE, names.PROBE: probe, names.TRAINER: trainer, names.MODE: "aligned",
             names.TASK: "semantics_truth", names.CALIBER: TRUTH_CALIBER,
-            names.FAILURE_REASON: "ws1-noclip: worker exited with SIGKILL"}
+            names.FAILURE_REASON: "KeyError: 'ws1-noclip'"}
+    if crashed_job:
+        tags[names.PROBE_CRASHED_JOB] = crashed_job
     return RunRecord(run_id, "FAILED", tags, {})
 
 
@@ -234,8 +237,31 @@ def test_a_probe_that_crashed_is_inconclusive_with_its_cause_not_missing_or_pass
                            crashed_record("probecrash02", "accelerate"))
     lightning = next(r for r in verdict.rows if r.key.trainer == "lightning").dimensions["semantics"]
     assert lightning.status == "inconclusive" and lightning.figure == "1/1 probe runs crashed"
-    assert "ended FAILED before judging (ws1-noclip: worker exited with SIGKILL)" in lightning.reasons[0]
-    assert "evalkit probe=semantics trainer=lightning" in lightning.reasons[0]
+    assert "ended FAILED before judging (KeyError: 'ws1-noclip'): evalkit's own probe machinery" in lightning.reasons[0]
+    assert "evalkit probe=semantics trainer=lightning trainer.mode=aligned" in lightning.reasons[0]
     accelerate = next(r for r in verdict.rows if r.key.trainer == "accelerate").dimensions["semantics"]
     assert accelerate.status == "inconclusive", accelerate.cell()    # a pass beside a crash is not a pass
     assert accelerate.figure == "0 findings, 1/2 probe runs crashed" and "probecra" in accelerate.reasons[0]
+
+
+def test_a_probe_stopped_by_the_wrappers_own_crash_fails_and_names_the_job():
+    crashed = "ws1-noclip: RuntimeError: mat1 and mat2 shapes cannot be multiplied"
+    verdict = verdict_with(crashed_record("probecrash03", "lightning", crashed_job=crashed),
+                           probe_record("probepass0004", "accelerate", passing_result()),
+                           crashed_record("probecrash04", "accelerate", crashed_job=crashed))
+    for trainer in ("lightning", "accelerate"):           # a pass beside the crash does not soften it
+        cell = next(r for r in verdict.rows if r.key.trainer == trainer).dimensions["semantics"]
+        assert cell.status == "fail", cell.cell()
+        assert "probe runs crashed" in cell.figure
+        assert f"the wrapper's job crashed where nothing was planted ({crashed})" in cell.reasons[-1]
+
+
+def test_the_sweeps_comparison_fills_a_column_only_where_no_probe_ran_and_says_so():
+    verdict = verdict_with(crashed_record("probecrash05", "lightning", probe="consistency"))
+    lightning = next(r for r in verdict.rows if r.key.trainer == "lightning").dimensions
+    assert lightning["consistency"].status == "inconclusive", lightning["consistency"].cell()
+    assert "sweep" not in lightning["consistency"].figure                  # the crash is the cell, not the sweep
+    accelerate = next(r for r in verdict.rows if r.key.trainer == "accelerate").dimensions
+    for dim in ("consistency", "performance"):
+        assert accelerate[dim].status != "not run" and accelerate[dim].figure.endswith("; sweep, no probe")
+        assert accelerate[dim].reasons[-1].startswith(f"no {dim} probe ran for this arm: judged from the sweep's")
