@@ -204,10 +204,12 @@ class AccelerateAdapter(WrapperAdapter):
         if job.precision.autocast_dtype is not None and not accelerator.native_amp:
             raise UnsupportedCombination(
                 f"accelerate does not autocast mixed_precision={accelerator.mixed_precision!r} on "
-                f"{accelerator.device.type} (it would silently run fp32); refused in aligned mode")
+                f"{accelerator.device.type} (it would silently run fp32); refused in aligned mode",
+                UnsupportedCombination.SUBSTITUTION)
         if job.world_size != accelerator.num_processes:
             raise UnsupportedCombination(
-                f"accelerate sees {accelerator.num_processes} processes, evalkit launched {job.world_size}")
+                f"accelerate sees {accelerator.num_processes} processes, evalkit launched {job.world_size}",
+                UnsupportedCombination.SUBSTITUTION)
 
         model = job.task.model.to(accelerator.device)
         optimizer = job.make_optimizer(model.parameters())
@@ -331,7 +333,7 @@ class AccelerateAdapter(WrapperAdapter):
         if not same_device(accelerator.device, job.device):
             raise UnsupportedCombination(
                 f"accelerate chose device {accelerator.device} but evalkit asked for {job.device} "
-                "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")
+                "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)", UnsupportedCombination.SUBSTITUTION)
 
     def _finish(self, accelerator, step: int) -> None:
         accelerator.wait_for_everyone()

@@ -44,6 +44,7 @@ from evalkit.tasks.order import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"
+PRECISION_DOCS = "https://lightning.ai/docs/fabric/stable/api/fabric_args.html#precision"   # the values it takes
 
 
 # The setting that aligns each kind of semantic finding (probe codes, or their family before the dot), reported as
@@ -97,7 +98,8 @@ class FabricAdapter(WrapperAdapter):
         from lightning.fabric.strategies import DDPStrategy, SingleDeviceStrategy
 
         if job.precision.name not in PRECISIONS:
-            raise UnsupportedCombination(f"precision {job.precision.name!r} has no Fabric equivalent")
+            raise UnsupportedCombination(f"precision {job.precision.name!r} has no Fabric equivalent",
+                                         UnsupportedCombination.DOCUMENTED, documented_at=PRECISION_DOCS)
         precision = PRECISIONS[job.precision.name]
         accelerator = "cuda" if job.device.type == "cuda" else "cpu"
         if self.mode != "aligned":
@@ -106,7 +108,8 @@ class FabricAdapter(WrapperAdapter):
 
         if precision == "16-mixed" and job.device.type == "cpu":
             raise UnsupportedCombination(
-                "fabric turns precision='16-mixed' into bf16-mixed on CPU; fp16_mixed cannot run on CPU")
+                "fabric turns precision='16-mixed' into bf16-mixed on CPU; fp16_mixed cannot run on CPU",
+                UnsupportedCombination.SUBSTITUTION)
         backend = "nccl" if job.device.type == "cuda" else "gloo"
         arguments: dict[str, Any] = {   # Fabric(...)'s arguments, reported as they are under explicit_settings
             "accelerator": accelerator, "devices": job.world_size, "num_nodes": 1,

@@ -244,7 +244,7 @@ class HFTrainerAdapter(WrapperAdapter):
         if not same_device(args.device, job.device):
             raise UnsupportedCombination(
                 f"the Trainer chose device {args.device} but evalkit asked for {job.device} "
-                "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)")
+                "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)", UnsupportedCombination.SUBSTITUTION)
         return trainer
 
     # ------------------------------------------------------------------ where a user's own code goes
@@ -262,10 +262,11 @@ class HFTrainerAdapter(WrapperAdapter):
         if job.precision.autocast_dtype is not None and not accelerator.native_amp:
             raise UnsupportedCombination(
                 f"transformers Trainer does not autocast {job.precision.name} on {accelerator.device.type} "
-                "(it would silently run fp32); refused in aligned mode")
+                "(it would silently run fp32); refused in aligned mode", UnsupportedCombination.SUBSTITUTION)
         if args.world_size != job.world_size:
             raise UnsupportedCombination(
-                f"the Trainer sees world size {args.world_size}, evalkit launched {job.world_size}")
+                f"the Trainer sees world size {args.world_size}, evalkit launched {job.world_size}",
+                UnsupportedCombination.SUBSTITUTION)
         resume, start_step = _resume_point(job)
         self._check_val_shards(job)
         trainer.evalkit_job = job

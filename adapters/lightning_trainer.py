@@ -50,6 +50,7 @@ from evalkit.tasks.order import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"
+PRECISION_DOCS = "https://lightning.ai/docs/pytorch/stable/common/trainer.html#precision"   # the values it takes
 # What the adapter's LightningModule and loaders do in aligned mode (explicit_settings, after the Trainer's flags).
 ALIGNED_MODULE = {
     "lr_scheduler": {"interval": "step", "frequency": 1},
@@ -82,11 +83,13 @@ ALIGNS = {
 def lightning_precision(job: TrainJob, mode: str) -> str:
     """The Lightning precision flag for evalkit's precision; refuse what Lightning would silently change."""
     if job.precision.name not in PRECISIONS:
-        raise UnsupportedCombination(f"precision {job.precision.name!r} has no Lightning equivalent")
+        raise UnsupportedCombination(f"precision {job.precision.name!r} has no Lightning equivalent",
+                                     UnsupportedCombination.DOCUMENTED, documented_at=PRECISION_DOCS)
     flag = PRECISIONS[job.precision.name]
     if flag == "16-mixed" and job.device.type == "cpu" and mode == "aligned":
         raise UnsupportedCombination(
-            "lightning turns precision='16-mixed' into bf16-mixed on CPU; fp16_mixed cannot run on CPU")
+            "lightning turns precision='16-mixed' into bf16-mixed on CPU; fp16_mixed cannot run on CPU",
+            UnsupportedCombination.SUBSTITUTION)
     return flag
 
 

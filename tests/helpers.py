@@ -415,7 +415,10 @@ STABILITY_RUNS = {
         "+trainer.options.in_place=true", "probe.only=[kill_between,kill_after_checkpoint,kill_during_write]"],
 }
 # The baseline's loop under a name of its own: the verdict has no row for the baseline (every row's reference).
-FUNCTIONAL_RUNS = {"handwritten": ["trainer=baseline", "trainer.name=handwritten"]}
+# tests/planted/swap_loop.py: fp16_mixed on CPU refused as a silent substitution (aligned) or run as fp32 (defaults).
+SWAP = ["trainer=baseline", "trainer._target_=swap_loop.PrecisionSwapAdapter", "trainer.name=swap"]
+FUNCTIONAL_RUNS = {"handwritten": ["trainer=baseline", "trainer.name=handwritten"],
+                   "swap_aligned": SWAP + ["trainer.mode=aligned"], "swap_defaults": SWAP + ["trainer.mode=defaults"]}
 # A planted trainer whose wrapper is tests/fakedist.py's `fakewrap` (its site first on PYTHONPATH), its release
 # history from FAKEWRAP_INDEX served by `fake_index`: online, then offline from the cache the online run wrote,
 # then unreachable with an empty cache (`maintenance_index`: the index and the cache of each).
@@ -423,8 +426,14 @@ DEPRECATED = ["trainer=baseline", "trainer.name=deprecated", "trainer._target_=d
               "trainer.distribution=fakewrap", "trainer.import_modules=[fakewrap]",
               "probe.maintenance.import_repeats=1", "probe.maintenance.max_deprecations=0",
               "probe.maintenance.candidates=[]"]
+# nothing: tests/planted/broken_loop.py (its standard run crashes) as fakewrap's leaf dependency `fake-leaf` (whose
+# requirements the installed torch meets), no module to import, the index unreachable with an empty cache: nothing
+# measured that a pass could rest on but its dependencies (issue 28).
+BROKEN = ["trainer=baseline", "trainer.name=broken", "trainer._target_=broken_loop.BrokenAdapter",
+          "trainer.distribution=fake-leaf", "trainer.import_modules=[]", "probe.maintenance.import_repeats=1",
+          "probe.maintenance.candidates=[]"]
 MAINTENANCE_RUNS = {"online": DEPRECATED, "offline": DEPRECATED + ["probe.maintenance.offline=true"],
-                    "unreachable": DEPRECATED}
+                    "unreachable": DEPRECATED, "nothing": BROKEN}
 # tests/planted/slow_loop.py: three times as slow (three pairs), then identical (six pairs), at one width.
 PERFORMANCE_WIDTH = 256
 SLOW = ["trainer._target_=slow_loop.SlowBaselineAdapter", "trainer.name=slow",
@@ -470,9 +479,10 @@ def run_probe_variants_side_by_side(tmp_path_factory, dim: str) -> dict[str, Pat
 
 def maintenance_index(index_url: str, cache: str | Path, empty_cache: str | Path) -> dict[str, list[str]]:
     """Each maintenance run's index and cache, run in MAINTENANCE_RUNS' order: online from `index_url` (a
-    FakeIndex) into `cache`, offline from that cache, unreachable (nothing listens) with `empty_cache`."""
+    FakeIndex) into `cache`, offline from that cache, unreachable and nothing (nothing listens) with `empty_cache`."""
     where = {"online": (index_url, cache), "offline": (index_url, cache),
-             "unreachable": (f"http://127.0.0.1:{closed_port()}/pypi", empty_cache)}
+             "unreachable": (f"http://127.0.0.1:{closed_port()}/pypi", empty_cache),
+             "nothing": (f"http://127.0.0.1:{closed_port()}/pypi", empty_cache)}
     return {name: [f"probe.maintenance.index_url={url}", f"probe.maintenance.cache_dir={folder}"]
             for name, (url, folder) in where.items()}
 

@@ -132,7 +132,7 @@ class CustomizationLimits:
 
     l1_weight: float = 0.5           # the custom loss's hyper-parameter: task loss + l1_weight * mean |output|
     stop_at_step: int = 10           # the custom callback ends training after this many optimizer steps
-    max_lines: int = 40              # logical lines one customization may add beside the plain adapter
+    max_line_ratio: float = 2.0      # logical lines of a customization / the baseline's for the same one (same run)
     max_private: int = 0             # touches of a wrapper's private state (attributes, internal modules, patches)
 
 
@@ -285,7 +285,7 @@ RANGES: dict[str, Range] = {
     "probe.seeds": AT_LEAST_1, "probe.long_steps": AT_LEAST_0, "probe.leak_kb_per_1k_steps": AT_LEAST_0,
     "probe.log_kb_per_1k_steps": AT_LEAST_0,
     "probe.customization.l1_weight": POSITIVE, "probe.customization.stop_at_step": AT_LEAST_1,
-    "probe.customization.max_lines": AT_LEAST_1, "probe.customization.max_private": AT_LEAST_0,
+    "probe.customization.max_line_ratio": AT_LEAST_1, "probe.customization.max_private": AT_LEAST_0,
     **{f"probe.maintenance.{k}": AT_LEAST_0 for k in ("max_deprecations", "max_import_s", "max_import_mib",
                                                      "max_dependencies", "max_install_mib", "max_breaking_per_year",
                                                      "max_release_age_days")},

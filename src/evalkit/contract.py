@@ -148,7 +148,28 @@ class AdapterUnavailable(RuntimeError):
 
 
 class UnsupportedCombination(RuntimeError):
-    """The wrapper cannot run this combination (e.g. a precision on this hardware); the run is refused."""
+    """The wrapper cannot run this combination (e.g. a precision on this hardware); the run is refused.
+
+    `kind` says why, at the message's end (`[refusal: <kind>]`, read by the functional probe from the failure reason):
+    - DOCUMENTED: the wrapper's documentation says it does not support it; `documented_at` names where. The only
+      refusal the functional probe exempts ("not claimed");
+    - SUBSTITUTION: the wrapper would run something other than asked (another precision, device or world size),
+      silently or with a warning: the capability is missing, so its item fails (as it does in defaults mode, where
+      the substitution itself is observed);
+    - "" (not said): no exemption either.
+    """
+
+    DOCUMENTED = "documented-unsupported"
+    SUBSTITUTION = "silent-substitution"
+
+    def __init__(self, message: str, kind: str = "", documented_at: str = ""):
+        if kind not in ("", self.DOCUMENTED, self.SUBSTITUTION):
+            raise ValueError(f"unknown refusal kind {kind!r}")
+        if (kind == self.DOCUMENTED) != bool(documented_at):
+            raise ValueError("a documented refusal names where the wrapper documents it (documented_at), and only it")
+        self.kind, self.documented_at = kind, documented_at
+        where = f", see {documented_at}" if documented_at else ""
+        super().__init__(f"{message} [refusal: {kind}{where}]" if kind else message)
 
 
 def jsonable(value: Any) -> Any:

@@ -5,8 +5,10 @@ would. That it passes every item (its resume continuing bit for bit from a copy 
 what the verdict's functional column shows are asserted in the unit tier on the run's recorded evidence
 (tests/unit/probes/functional/test_judge_recorded.py); here its jobs are child runs of the probe run, the resume
 reads a checked copy of plain's checkpoints, the verdict reads the store, and the live result must still equal its
-recording's (then run scripts/record_probe_fixtures.py --probe functional). Planted failures of each item are the
-judge's tests (tests/unit/probes/functional/test_judge.py)."""
+recording's (then run scripts/record_probe_fixtures.py --probe functional). tests/planted/swap_loop.py (fp16_mixed
+on CPU refused as a silent substitution in aligned mode, run as fp32 in defaults mode) runs live in both modes and
+must still equal its recordings: the item fails either way (issue 28). Planted failures of each item are the judge's
+tests (tests/unit/probes/functional/test_judge.py)."""
 from __future__ import annotations
 
 import json
@@ -14,7 +16,14 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import judged_recording, ok, rerecord, result_shape, run_probe_variant, store_uri
+from helpers import (
+    judged_recording,
+    ok,
+    rerecord,
+    result_shape,
+    run_probe_variant,
+    store_uri,
+)
 
 from evalkit import names
 
@@ -44,7 +53,7 @@ def test_the_baseline_passes_every_item(probe):
     assert run.info.status == "FINISHED" and tags[names.PROBE] == "functional"
     assert tags[names.CALIBER].startswith("functional|") and tags[names.TASK] == "mlp_regression"
     assert metrics[names.probe_pass("functional")] == 1.0
-    assert metrics["probe/functional/items_passed"] == metrics["probe/functional/items_total"] == 10
+    assert metrics["probe/functional/items_passed"] == metrics["probe/functional/items_total"] == 9
     assert metrics["probe/functional/checkpoint_ratio"] == 1.0 and metrics["probe/functional/checkpoint_bytes"] > 0
 
 
@@ -84,3 +93,37 @@ def test_the_verdicts_functional_column_shows_the_probes_pass(probe):
     assert row.key.trainer == "handwritten"
     functional = row.dimensions["functional"]
     assert functional.status == "pass" and functional.figure == run.data.tags[names.probe_headline("functional")]
+
+
+SWAPS = ("swap_aligned", "swap_defaults")
+
+
+@pytest.fixture(scope="module")
+def swaps(tmp_path_factory):
+    """{name: the probe's stored result} of each planted precision swap, run side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mlflow.tracking import MlflowClient
+
+    dirs = {name: tmp_path_factory.mktemp(name) for name in SWAPS}
+    with ThreadPoolExecutor(len(dirs)) as pool:
+        procs = [pool.submit(run_probe_variant, dirs[name], "functional", name) for name in SWAPS]
+        for proc in procs:
+            ok(proc.result())
+    out = {}
+    for name, workdir in dirs.items():
+        client = MlflowClient(store_uri(workdir))
+        exp = client.get_experiment_by_name("evalkit").experiment_id
+        (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
+        with open(client.download_artifacts(run.info.run_id, "probe/functional.json")) as fh:
+            out[name] = json.load(fh)
+    return out
+
+
+@pytest.mark.parametrize("name", SWAPS)
+def test_a_silent_precision_swap_fails_its_item_live_as_recorded(swaps, name):
+    live = swaps[name]
+    assert [f["code"] for f in live["findings"]] == ["functional.precisions.fp16_mixed"] and not live["passed"]
+    exact = ("items_total", "items_passed", "items_not_claimed", "checkpoint_ratio")
+    assert result_shape(live, *exact) == result_shape(judged_recording("functional", name), *exact), \
+        f"{name}: {rerecord('functional')}"

@@ -1,7 +1,8 @@
 """The maintenance probe end to end (issue 14): real `evalkit probe=maintenance` runs of a planted trainer whose
 wrapper is a fake distribution built by the test (tests/fakedist.py), with the package index a fake one served by
 the test (helpers.FakeIndex), then the same offline (its cache, marked with its date), then unreachable with no cache
-("unavailable", and the probe still judges everything else): helpers.MAINTENANCE_RUNS. What the judge makes of them
+("unavailable", and the probe still judges everything else), and a trainer whose standard run crashes with nothing
+else measured (`nothing`: inconclusive, never a pass): helpers.MAINTENANCE_RUNS. What the judge makes of them
 (the wrapper's deprecations with the module that raised them, its dependencies and the torch bound it breaks, the
 release history from the index or the cache, the verdict's column) is asserted in the unit tier on their recorded
 evidence and measurements (tests/unit/probes/maintenance/test_judge_recorded.py); here the index is asked once and
@@ -44,7 +45,7 @@ def results(tmp_path_factory):
         hits_online = list(index.hits)
         with ThreadPoolExecutor(2) as pool:
             later = [pool.submit(run_probe_variant, dirs[name], "maintenance", name, *settings[name], site=site)
-                     for name in ("offline", "unreachable")]
+                     for name in ("offline", "unreachable", "nothing")]
             for proc in later:
                 ok(proc.result())
         hits_after = list(index.hits)
@@ -68,6 +69,14 @@ def test_an_unreachable_index_without_a_cache_still_finishes(results):
     (by_name, *_) = results
     run, _, _ = by_name["unreachable"]
     assert run.info.status == "FINISHED"
+
+
+def test_a_run_with_nothing_to_pass_on_is_inconclusive_never_a_pass(results):
+    """Issue 28 (c): the standard run crashed, no import figure, no release history: no pass is logged."""
+    (by_name, *_) = results
+    run, live, _ = by_name["nothing"]
+    assert run.info.status == "FINISHED" and names.probe_pass("maintenance") not in run.data.metrics
+    assert live["inconclusive"] and live["notes"][0].startswith("a pass needs every figure; not measured: ")
 
 
 @pytest.mark.parametrize("name", sorted(MAINTENANCE_RUNS))

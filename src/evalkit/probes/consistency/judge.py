@@ -3,23 +3,38 @@
 Stage 1 (steps.py) compares the first seed's pair step by step; it is reported, never failed on: a wrapper that
 reorders float operations legitimately drifts from the baseline's bits. Stage 2 (finals.py) decides: the final
 validation metric over the seeds, paired with the baseline's. Stage 3 repeats both under each switch, one row
-per switch; a switch the wrapper (or the baseline) cannot run is a row saying so. Pass: stage 2 equivalent and
-no switch showing a deviation; fail: a systematic deviation (or a non-finite training) at stage 2 or under a
-switch; inconclusive otherwise (too few seeds, too much noise, jobs that did not finish).
+per switch; a switch the wrapper (or the baseline) refuses (`UnsupportedCombination`, and only that) is a "not run"
+row. Pass: stage 2 equivalent, no switch showing a deviation, no job crashed; fail: a systematic deviation (or a
+non-finite training) at stage 2 or under a switch, or a wrapper job that crashed (any failure but a refusal: its
+reason is the finding's); inconclusive otherwise (too few seeds, too much noise, a baseline job that crashed, a
+switch whose jobs did not all run).
+Thresholds, each calibrated: ALPHA (finals.py) is the verdict's level, the false-positive rate of the paired
+equivalence test by construction (Holm over every comparison of the probe); the margin is the task's (its
+`evalkit.val_metric_margin` tag, the guide's "pre-agreed range, set per task"), DEFAULT_MARGIN only for jobs
+without one; CV_WARN only warns; stage 1's TOLERANCE (steps.py) is reported, never failed on.
 """
 from __future__ import annotations
 
 import math
 
 from evalkit.analysis.compare import DEVIATION, EQUIVALENT, NONFINITE
-from evalkit.probes.consistency.finals import ALPHA, FinalComparison, compare_finals
+from evalkit.probes.consistency.finals import ALPHA, CV_WARN, DEFAULT_MARGIN, FinalComparison, compare_finals
 from evalkit.probes.consistency.plan import BASELINE, REFERENCE, WRAPPER, JobKey, parse_job_name
-from evalkit.probes.consistency.steps import IDENTICAL, UNCOMPARED, StepComparison, compare_steps, growth_text, sci
+from evalkit.probes.consistency.steps import (
+    IDENTICAL,
+    TOLERANCE,
+    UNCOMPARED,
+    StepComparison,
+    compare_steps,
+    growth_text,
+    sci,
+)
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult
 
 DIMENSION = "consistency"
 FAILING = (DEVIATION, NONFINITE)
+REFUSAL = "UnsupportedCombination"     # the only failure a "not run" row stands for (evalkit.contract)
 
 
 def judge(jobs: list[JobEvidence]) -> ProbeResult:
@@ -29,9 +44,13 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
     stepwise = {s: compare_steps(*_first_pair(keyed, s)) for s in switches}
     finals = {f.switch: f for f in compare_finals(keyed, switches)}
     reference, others = finals[REFERENCE], [finals[s] for s in switches[1:]]
-    findings = [_finding(f, stepwise[f.switch]) for f in finals.values() if f.outcome in FAILING]
-    passed = not findings and reference.outcome == EQUIVALENT
-    notes = _notes(keyed, reference, others, stepwise, passed or bool(findings))
+    crashes = [f for s in switches if (f := _crash_finding(keyed, s)) is not None]
+    findings = crashes + [_finding(f, stepwise[f.switch]) for f in finals.values() if f.outcome in FAILING]
+    undecided = [u for s in switches if (u := _undecided_switch(keyed, s))]
+    passed = not findings and reference.outcome == EQUIVALENT and not undecided
+    first = None if passed or findings else (undecided[0] if reference.outcome == EQUIVALENT else _undecided(reference))
+    notes = _notes(keyed, reference, others, stepwise, first)
+    notes += [u for u in undecided if u != first]
     notes += [f"jobs not of this probe, left out: {', '.join(ignored)}"] if ignored else []
     return ProbeResult(
         dimension=DIMENSION, passed=passed, findings=findings, inconclusive=not passed and not findings,
@@ -58,23 +77,80 @@ def _first_pair(keyed: dict[JobKey, JobEvidence], switch: str) -> tuple[JobEvide
     return keyed.get(JobKey(switch, first, WRAPPER)), keyed.get(JobKey(switch, first, BASELINE))
 
 
+def _own(keyed: dict[JobKey, JobEvidence], switch: str, arm: str) -> list[JobEvidence]:
+    return [j for k, j in keyed.items() if k.switch == switch and k.arm == arm]
+
+
+def _refused(job: JobEvidence) -> bool:
+    return job.status != "FINISHED" and REFUSAL in job.failure_reason
+
+
+def _crashed(keyed: dict[JobKey, JobEvidence], switch: str, arm: str) -> list[JobEvidence]:
+    """The arm's jobs of this switch that ended otherwise than FINISHED without being refused."""
+    return [j for j in _own(keyed, switch, arm) if j.status != "FINISHED" and not _refused(j)]
+
+
+def _why(job: JobEvidence) -> str:
+    return " ".join((job.failure_reason or f"it ended {job.status}").split())[:200]
+
+
 def _cannot_run(keyed: dict[JobKey, JobEvidence], switch: str) -> str:
-    """Why an arm ran no job of this switch to the end ('' when both arms finished at least one)."""
+    """Why this switch is a "not run" row: every job of an arm refused it as an UnsupportedCombination ('' when
+    not: a crash is no "not run", see `_crash_finding` and `_undecided_switch`)."""
     for arm in (WRAPPER, BASELINE):
-        own = [j for k, j in keyed.items() if k.switch == switch and k.arm == arm]
-        if own and not any(j.status == "FINISHED" for j in own):
-            reason = next((j.failure_reason for j in own if j.failure_reason), f"its jobs ended {own[0].status}")
-            return f"the {arm} cannot run it: {' '.join(reason.split())[:200]}"
-        if not own:
-            return f"no {arm} job ran"
+        own = _own(keyed, switch, arm)
+        if own and all(_refused(j) for j in own):
+            return f"the {arm} refuses it: {_why(own[0])}"
     return ""
+
+
+def _crash_finding(keyed: dict[JobKey, JobEvidence], switch: str) -> Finding | None:
+    """A finding when a wrapper job of this switch crashed (any failure but a refusal), with the crash's reason."""
+    crashed = _crashed(keyed, switch, WRAPPER)
+    if not crashed or _cannot_run(keyed, switch):
+        return None
+    where = "" if switch == REFERENCE else f" under {switch}"
+    seeds = ", ".join(str(parse_job_name(j.name).seed) for j in crashed)
+    last = [int(j.steps[-1]["step"]) for j in crashed if j.steps and isinstance(j.steps[-1].get("step"), (int, float))]
+    return Finding(f"consistency.crashed{'.' + switch if where else ''}",
+                   f"the wrapper's training crashed{where} (seed(s) {seeds})", switch,
+                   max(last) + 1 if last else None, size=f"{len(crashed)} of {len(_own(keyed, switch, WRAPPER))} "
+                   f"run(s): {_why(crashed[0])}", evidence={"jobs": [j.name for j in crashed],
+                                                            "run_ids": [j.run_id for j in crashed]},
+                   explainable=False)
+
+
+def _undecided_switch(keyed: dict[JobKey, JobEvidence], switch: str) -> str:
+    """Why this switch leaves the probe undecided whatever the finals say: a baseline job crashed (evalkit's own
+    loop: the comparison lacks its control; rerun once its cause is fixed), or an arm ran no job of it ('' when
+    neither, or when the switch is a "not run" row)."""
+    if _cannot_run(keyed, switch):
+        return ""
+    crashed = _crashed(keyed, switch, BASELINE)
+    if crashed:
+        return (f"{switch}: the baseline's job(s) {', '.join(j.name for j in crashed)} crashed ({_why(crashed[0])}): "
+                "no comparison without the control; fix its cause and run the probe again")
+    missing = [arm for arm in (WRAPPER, BASELINE) if not _own(keyed, switch, arm)]
+    if missing:
+        return f"{switch}: no {' or '.join(missing)} job ran: run the probe again to run them"
+    return ""
+
+
+def _row_state(keyed: dict[JobKey, JobEvidence], switch: str, outcome: str) -> str:
+    if _cannot_run(keyed, switch):
+        return "not run"
+    if _crashed(keyed, switch, WRAPPER):
+        return "crashed"
+    if _crashed(keyed, switch, BASELINE):
+        return "baseline crashed"
+    return outcome
 
 
 # ------------------------------------------------------------------ the verdict's words
 def _headline(stage1: StepComparison, reference: FinalComparison, others: list[FinalComparison], keyed) -> str:
     parts = [stage1.short(), " ".join(p for p in (reference.delta_text(), reference.outcome) if p)]
     for f in others:
-        parts.append(f"{f.switch}: " + ("not run" if _cannot_run(keyed, f.switch) else f.outcome))
+        parts.append(f"{f.switch}: {_row_state(keyed, f.switch, f.outcome)}")
     return "; ".join(parts)
 
 
@@ -95,10 +171,9 @@ def _finding(f: FinalComparison, stage1: StepComparison) -> Finding:
 
 
 def _notes(keyed, reference: FinalComparison, others: list[FinalComparison], stepwise: dict[str, StepComparison],
-           decided: bool) -> list[str]:
-    notes = []
-    if not decided:
-        notes.append(_undecided(reference))
+           first: str | None) -> list[str]:
+    """The notes; `first` (why the probe is inconclusive) leads them when given."""
+    notes = [first] if first else []
     seeds = sorted({k.seed for k in keyed if k.switch == REFERENCE})
     notes.append(f"stage 1: seed {seeds[0] if seeds else '-'}, fp32, one process, step by step (loss, LR, gradient "
                  f"norm, parameters): {stepwise[REFERENCE].text()}; a divergence alone is no failure (float "
@@ -121,6 +196,14 @@ def _notes(keyed, reference: FinalComparison, others: list[FinalComparison], ste
         if job.status != "FINISHED":
             unfinished.setdefault(" ".join(job.failure_reason.split())[:200] or job.status, []).append(job.name)
     notes += [f"job(s) {', '.join(jobs)} did not finish ({reason}): left out" for reason, jobs in unfinished.items()]
+    notes.append('a switch is "not run" only where every job of an arm was refused as an UnsupportedCombination; a '
+                 "wrapper job that crashed fails the probe with its reason, a baseline job that crashed leaves it "
+                 "undecided")
+    notes.append(f"thresholds: alpha {ALPHA} is the false-positive rate of each paired equivalence test by its "
+                 f"construction (Holm over the probe's comparisons); the margin {reference.margin_text() or '-'} is "
+                 f"the task's own (its metric-margin tag, set per task before any run; {DEFAULT_MARGIN:g} relative "
+                 f"only for jobs without one); the {100 * CV_WARN:.0f}% paired-spread warning and stage 1's "
+                 f"{TOLERANCE:g} divergence mark are reported, never decide")
     return notes
 
 
@@ -197,6 +280,12 @@ def _stage3_section(others: list[FinalComparison], stepwise: dict[str, StepCompa
         blocked = _cannot_run(keyed, f.switch)
         if blocked:
             lines.append(f"| {f.switch} | - | - | not run | {_cell(blocked)} |")
+            continue
+        crashed = _crashed(keyed, f.switch, WRAPPER) or _crashed(keyed, f.switch, BASELINE)
+        if crashed:
+            who = "the wrapper" if _crashed(keyed, f.switch, WRAPPER) else "the baseline"
+            lines.append(f"| {f.switch} | - | - | {_row_state(keyed, f.switch, f.outcome)} | "
+                         f"{_cell(f'{who} crashed: {_why(crashed[0])}')} |")
             continue
         note = "; ".join(x for x in (f.problem, f.noise_warning() and "paired spread large") if x)
         lines.append(f"| {f.switch} | {_cell(stepwise[f.switch].text())} | {f.delta_text() or '-'} "

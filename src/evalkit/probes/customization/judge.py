@@ -1,8 +1,11 @@
 """The customization probe's judge: each customization verified from its job's records, its cost from its source.
 
 Pass: both customizations took effect (a customization that does not is a fail whatever its cost), each adds at
-most `max_lines` logical lines and together they touch the wrapper's private state at most `max_private` times
-(`probe.customization.*`, recorded with the measurements, so a judgement can be repeated offline).
+most `max_line_ratio` times the logical lines the baseline's own customization of the same kind adds (the
+hand-written loop is the control, measured by the same counter in the same probe run: `measured["control"]`), and
+together they touch the wrapper's private state at most `max_private` times (`probe.customization.*`, recorded with
+the measurements, so a judgement can be repeated offline). A customization whose control was not measured cannot
+pass on its lines: inconclusive, saying so (issue 28).
 """
 from __future__ import annotations
 
@@ -12,6 +15,16 @@ from evalkit.probes.customization.checks import Verification, check_callback, ch
 from evalkit.probes.customization.plan import CALLBACK, CUSTOMIZATIONS, LOSS
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult
+
+# How each threshold is calibrated, one line each (shown in the result's notes).
+CALIBRATION = {
+    "max_line_ratio": "relative to the control measured in this probe run: a customization's logical lines over the "
+                      "baseline's own lines for the same customization (the hand-written loop, same counter); the "
+                      "factor is a team's policy fixed without the wrappers' counts (a wrapper may at most double "
+                      "what writing it by hand costs), not fitted to them",
+    "max_private": "the guide's fail condition (a customization that must bypass the wrapper's internal state), a "
+                   "count read from the source, exact (no noise)",
+}
 
 
 def judge(jobs: list[JobEvidence], measured: dict[str, Any]) -> ProbeResult:
@@ -24,7 +37,11 @@ def judge(jobs: list[JobEvidence], measured: dict[str, Any]) -> ProbeResult:
     if CALLBACK in by_name:
         checks[CALLBACK] = check_callback(by_name[CALLBACK], int(limits.get("stop_at_step", 10)))
     sources = {name: cost for name, cost in measured.get("sources", {}).items() if _measured(name, cost, notes)}
-    findings = [f for c in checks.values() for f in c.findings] + _cost_findings(sources, limits)
+    control_given = measured.get("control") or {}
+    control_notes: list[str] = list(control_given.get("notes", []))
+    control = {name: cost for name, cost in control_given.get("sources", {}).items()
+               if _measured(name, cost, control_notes, "baseline's ")}
+    findings = [f for c in checks.values() for f in c.findings] + _cost_findings(sources, control, limits)
     figures: dict[str, float] = {}
     for check in checks.values():
         figures.update(check.figures)
@@ -33,35 +50,51 @@ def judge(jobs: list[JobEvidence], measured: dict[str, Any]) -> ProbeResult:
         figures[f"{name}_lines"] = float(cost.get("lines_added", 0))
         figures[f"{name}_wrapper_symbols"] = float(len(cost.get("wrapper_symbols", [])))
         private += len(cost.get("private_touches", []))
+        if name in control:
+            figures[f"{name}_baseline_lines"] = float(control[name]["lines_added"])
+            figures[f"{name}_line_ratio"] = cost.get("lines_added", 0) / control[name]["lines_added"]
     figures["private_touches"] = float(private)
     missing = [c for c in CUSTOMIZATIONS if c not in checks or c not in sources]
-    result = ProbeResult("customization", passed=not findings and not missing, findings=findings,
+    no_control = [c for c in CUSTOMIZATIONS if c in sources and c not in control]
+    notes += control_notes
+    notes += [f"threshold {k} = {limits[k]}: {line}" for k, line in CALIBRATION.items() if k in limits]
+    result = ProbeResult("customization", passed=not findings and not missing and not no_control, findings=findings,
                          figures=figures, notes=notes, headline=headline(sources, checks),
-                         sections=[table(sources, checks)])
-    if missing and not findings:
+                         sections=[table(sources, checks, control)])
+    if (missing or no_control) and not findings:
         result.inconclusive = True
-        result.notes.insert(0, f"not verified or not measured: {', '.join(missing)} (see the notes, and "
-                               "trainer.customizations)")
+        why = ([f"not verified or not measured: {', '.join(missing)} (see the notes, and trainer.customizations)"]
+               if missing else []) + \
+              ([f"no control for the lines of {', '.join(no_control)}: the baseline's own customization of the same "
+                "kind was not measured in this run (conf/trainer/baseline.yaml customizations; see the notes)"]
+               if no_control else [])
+        result.notes.insert(0, "; ".join(why))
     return result
 
 
-def _measured(name: str, cost: dict[str, Any], notes: list[str]) -> bool:
+def _measured(name: str, cost: dict[str, Any], notes: list[str], whose: str = "") -> bool:
     """A source that could not be read or parsed has no cost: said in the notes, never counted as 0 lines."""
-    if cost.get("notes") and not cost.get("lines_added"):
-        notes.append(f"the {name} customization's cost was not measured: {'; '.join(cost['notes'])}")
+    if not cost.get("lines_added") and (cost.get("notes") or whose):     # a control of 0 lines divides nothing
+        why = "; ".join(cost.get("notes") or []) or "no logical line counted"
+        notes.append(f"the {whose}{name} customization's cost was not measured: {why}")
         return False
     return True
 
 
-def _cost_findings(sources: dict[str, Any], limits: dict[str, Any]) -> list[Finding]:
+def _cost_findings(sources: dict[str, Any], control: dict[str, Any], limits: dict[str, Any]) -> list[Finding]:
     out = []
-    max_lines, max_private = int(limits.get("max_lines", 40)), int(limits.get("max_private", 0))
+    max_ratio, max_private = float(limits.get("max_line_ratio", 2.0)), int(limits.get("max_private", 0))
     for name, cost in sources.items():
         lines = int(cost.get("lines_added", 0))
-        if lines > max_lines:
-            out.append(Finding(f"{name}.lines", f"the {name} customization adds {lines} logical lines",
-                               name, None, size=f"limit {max_lines} (probe.customization.max_lines)",
-                               explainable=False))
+        if name not in control:
+            continue
+        reference = int(control[name]["lines_added"])
+        if lines > max_ratio * reference:
+            out.append(Finding(f"{name}.lines", f"the {name} customization adds {lines} logical lines, "
+                               f"{lines / reference:.2f}x the baseline's {reference} for the same customization",
+                               name, None, expected=max_ratio * reference, observed=lines,
+                               size=f"limit {max_ratio:g}x the baseline's lines, measured in this run "
+                                    "(probe.customization.max_line_ratio)", explainable=False))
     touches = [(name, t) for name, cost in sources.items() for t in cost.get("private_touches", [])]
     if len(touches) > max_private:
         what = "; ".join(f"{name}: {t.get('kind')} {t.get('name')} (line {t.get('line')})" for name, t in touches[:4])
@@ -85,16 +118,20 @@ def headline(sources: dict[str, Any], checks: dict[str, Verification]) -> str:
     return ", ".join(parts) + f", {private} private"
 
 
-def table(sources: dict[str, Any], checks: dict[str, Verification]) -> str:
-    lines = ["| customization | verified | logical lines added | wrapper symbols used | hooks overridden | "
-             "wrapper state set | private touches |", "|---|---|---|---|---|---|---|"]
+def table(sources: dict[str, Any], checks: dict[str, Verification], control: dict[str, Any] | None = None) -> str:
+    control = control or {}
+    lines = ["| customization | verified | logical lines added | the baseline's (ratio) | wrapper symbols used | "
+             "hooks overridden | wrapper state set | private touches |", "|---|---|---|---|---|---|---|---|"]
     for name in CUSTOMIZATIONS:
         cost, check = sources.get(name, {}), checks.get(name)
         verified = "not run" if check is None else ("yes: " if check.verified else "NO: ") + check.detail
         hooks = ", ".join(f"{h.get('name')} ({h.get('base')})" if isinstance(h, dict) else str(h)
                           for h in cost.get("hooks_overridden", []))
         private = ", ".join(f"{t.get('kind')} {t.get('name')}" for t in cost.get("private_touches", [])) or "none"
-        lines.append(f"| {name} | {_cell(verified)} | {cost.get('lines_added', '?')} | "
+        reference = control.get(name, {}).get("lines_added")
+        ratio = f"{reference} ({cost['lines_added'] / reference:.2f}x)" if reference and cost.get("lines_added") \
+            else (reference or "not measured")
+        lines.append(f"| {name} | {_cell(verified)} | {cost.get('lines_added', '?')} | {ratio} | "
                      f"{_cell(', '.join(cost.get('wrapper_symbols', [])) or 'none')} | {_cell(hooks or 'none')} | "
                      f"{_cell(', '.join(map(str, cost.get('attributes_set', []))) or 'none')} | {_cell(private)} |")
     return "\n".join(lines)

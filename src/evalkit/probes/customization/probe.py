@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -18,6 +19,9 @@ from evalkit.probes.customization.plan import (
 )
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
+
+# The control: the baseline's own customizations (the hand-written loop's), measured in the same run as the wrapper's.
+CONTROL_TRAINER = Path(__file__).resolve().parents[2] / "conf" / "trainer" / "baseline.yaml"
 
 
 def module_file(class_path: str) -> str | None:
@@ -52,30 +56,38 @@ class CustomizationProbe:
         return jobs, notes
 
     def measure(self, cfg: DictConfig) -> dict[str, Any]:
-        """Each customization's source cost beside the plain adapter's, and the limits the judge applies."""
-        from evalkit.probes.customization.source import analyse
-
-        written = dict(cfg.trainer.get("customizations") or {})
-        plain = module_file(cfg.trainer._target_)
-        packages = tuple(cfg.trainer.get("requires") or ())
-        sources, notes = {}, []
-        for name in (LOSS, CALLBACK):
-            if name not in written:
-                continue
-            path = module_file(written[name])
-            if path is None:
-                notes.append(f"the {name} customization's source ({written[name]}) was not found: cost not measured")
-                continue
-            cost = analyse(path, plain, packages).as_dict()
-            cost["module"] = written[name]
-            sources[name] = cost
+        """Each customization's source cost beside the plain adapter's, the same for the baseline's own
+        customizations (the control the line counts are judged against), and the limits the judge applies."""
+        sources, notes = measure_sources(cfg.trainer)
+        control, control_notes = measure_sources(OmegaConf.load(CONTROL_TRAINER))
         return {"limits": OmegaConf.to_container(cfg.probe.customization, resolve=True), "sources": sources,
-                "notes": notes}
+                "notes": notes, "control": {"trainer": "baseline", "sources": control, "notes": control_notes}}
 
     def judge(self, jobs: list[JobEvidence], measured: dict[str, Any] | None = None) -> ProbeResult:
         from evalkit.probes.customization.judge import judge
 
         return judge(jobs, measured or {})
+
+
+def measure_sources(trainer: Any) -> tuple[dict[str, Any], list[str]]:
+    """({customization: its source cost beside the trainer's plain adapter}, notes on what was not measured)."""
+    from evalkit.probes.customization.source import analyse
+
+    written = dict(trainer.get("customizations") or {})
+    plain = module_file(trainer._target_)
+    packages = tuple(trainer.get("requires") or ())
+    sources, notes = {}, []
+    for name in (LOSS, CALLBACK):
+        if name not in written:
+            continue
+        path = module_file(written[name])
+        if path is None:
+            notes.append(f"the {name} customization's source ({written[name]}) was not found: cost not measured")
+            continue
+        cost = analyse(path, plain, packages).as_dict()
+        cost["module"] = written[name]
+        sources[name] = cost
+    return sources, notes
 
 
 PROBE = CustomizationProbe()

@@ -1,6 +1,9 @@
 """The functional probe's items of what the adapter claims to run: each precision, world size 2, and a process
-group evalkit created. A job the adapter refused with `UnsupportedCombination` is not claimed, never failed;
-any other failure of such a job fails its item.
+group evalkit created. A job the adapter refused with `UnsupportedCombination` of kind documented-unsupported (naming
+where the wrapper documents it) is not claimed: the one exemption, and it leaves the item count. A refusal because
+the wrapper would run something other than asked (silent-substitution: another precision, device or world size)
+fails its item in both modes, as the substitution itself does in defaults mode; so does a refusal that does not say
+its kind, and any other failure of such a job.
 """
 from __future__ import annotations
 
@@ -9,17 +12,19 @@ import math
 from evalkit import names
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.functional.items import (
+    DOCUMENTED,
     FAIL,
     FAILURE_SOURCE,
     NOT_CLAIMED,
     PASS,
     STEPS_FILE,
+    SUBSTITUTION,
     VAL_FILE,
     Item,
     ended,
     final_metric,
     make_item,
-    refusal,
+    refusal_of,
     setting,
     step_problem,
 )
@@ -38,7 +43,9 @@ def evalkit_process_group(jobs: dict[str, JobEvidence]) -> Item:
     """Refusing evalkit's process group is not claiming it only where world size 2 is refused too: an adapter that
     runs DDP only in a process group of its own making fails this item."""
     ws2 = jobs.get(WS2)
-    item = claimed("evalkit_process_group", PG, jobs.get(PG), may_refuse=ws2 is not None and refusal(ws2) is not None)
+    ws2_refused = refusal_of(ws2) if ws2 is not None else None
+    item = claimed("evalkit_process_group", PG, jobs.get(PG),
+                   may_refuse=ws2_refused is not None and ws2_refused.kind == DOCUMENTED)
     job = jobs.get(PG)
     if item.status == PASS and job.config.get("distributed", {}).get("init_by", "evalkit") != "evalkit":
         return make_item(item.name, job, FAIL, "the job did not run with distributed.init_by=evalkit",
@@ -47,15 +54,26 @@ def evalkit_process_group(jobs: dict[str, JobEvidence]) -> Item:
 
 
 def claimed(name: str, job_name: str, job: JobEvidence | None, may_refuse: bool = True) -> Item:
-    """The job ran to max_steps with a finite final metric, in the precision asked; refused: not claimed."""
+    """The job ran to max_steps with a finite final metric, in the precision asked; refused as documented
+    unsupported: not claimed; refused otherwise: failed."""
     if job is None:
         return Item(name, FAIL, f"job {job_name} did not run", job_name)
-    refused = refusal(job)
+    refused = refusal_of(job)
     if refused is not None:
-        if may_refuse:
-            return make_item(name, job, NOT_CLAIMED, f"refused by the adapter: {refused}", FAILURE_SOURCE)
-        return make_item(name, job, FAIL, f"refused by the adapter, though it runs world size 2: {refused}",
-                         FAILURE_SOURCE)
+        if refused.kind == SUBSTITUTION:
+            return make_item(name, job, FAIL, "refused by the adapter because the wrapper would run something other "
+                             f"than asked (a silent substitution, not a documented limit): {refused.message}",
+                             FAILURE_SOURCE, expected=job_name, observed=SUBSTITUTION)
+        if refused.kind != DOCUMENTED:
+            return make_item(name, job, FAIL, "refused by the adapter without naming where the wrapper documents it "
+                             "as unsupported, so not exempt (raise UnsupportedCombination(..., kind=documented-"
+                             f"unsupported, documented_at=<where>) when it is documented): {refused.message}",
+                             FAILURE_SOURCE, expected=job_name, observed="refused")
+        if not may_refuse:
+            return make_item(name, job, FAIL, f"refused by the adapter, though it runs world size 2: {refused.message}",
+                             FAILURE_SOURCE)
+        return make_item(name, job, NOT_CLAIMED, f"refused by the adapter, documented as unsupported "
+                         f"({refused.documented_at}): {refused.message}", FAILURE_SOURCE)
     if job.status != "FINISHED":
         return make_item(name, job, FAIL, ended(job), FAILURE_SOURCE)
     if job.tags.get(names.PRECISION_MISMATCH):

@@ -1,7 +1,9 @@
 """What each item of the functional probe is, and the readings of a job's stored records its checks share.
 
-An item is pass, fail, or not claimed (a combination the adapter refused with `UnsupportedCombination`: a
-capability it does not offer), with its reason in one line and where its evidence is (job, run, stored file).
+An item is pass, fail, or not claimed (a combination the adapter refused with `UnsupportedCombination` of kind
+documented-unsupported, naming where the wrapper documents it: a capability it does not offer), with its reason in
+one line and where its evidence is (job, run, stored file). A refusal of another kind fails its item. `logs` is
+shown but not counted (NOT_COUNTED): it reads evalkit's own records, which no wrapper that trains can miss.
 """
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from evalkit import names
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.functional.plan import CALIBER, PRECISIONS
 
-PASS, FAIL, NOT_CLAIMED = "pass", "fail", "not claimed"
+PASS, FAIL, NOT_CLAIMED, NOT_COUNTED = "pass", "fail", "not claimed", "not counted"
 REFUSED = re.compile(r"\bUnsupportedCombination\b:?\s*")
+# The kinds of evalkit.contract.UnsupportedCombination, as its message ends (`[refusal: <kind>, see <where>]`).
+DOCUMENTED, SUBSTITUTION = "documented-unsupported", "silent-substitution"
+REFUSAL_KIND = re.compile(r"\s*\[refusal: (documented-unsupported|silent-substitution)(?:, see ([^\]]+))?\]")
 STEPS_FILE = f"{names.RECORDS_DIR}/{names.STEPS_CSV_NAME}"
 VAL_FILE = f"{names.RECORDS_DIR}/{names.VAL_CSV_NAME}"
 SUMMARY_FILE = "evalkit/summary_rank0.json"
@@ -76,12 +81,30 @@ def ended(job: JobEvidence) -> str:
 
 def refusal(job: JobEvidence) -> str | None:
     """The adapter's refusal message when the job was refused as an unsupported combination, else None."""
+    found = refusal_of(job)
+    return None if found is None else found.message
+
+
+@dataclass
+class Refusal:
+    message: str            # the adapter's words, without the kind's marker
+    kind: str               # DOCUMENTED | SUBSTITUTION | "" (not said)
+    documented_at: str = ""
+
+
+def refusal_of(job: JobEvidence) -> Refusal | None:
+    """The adapter's refusal (its message and kind) when the job was refused as an unsupported combination."""
     if job.status == "FINISHED":
         return None
     found = REFUSED.search(job.failure_reason)
     if found is None:
         return None
-    return one_line(job.failure_reason[found.end():]) or "refused"
+    text = job.failure_reason[found.end():]
+    marker = REFUSAL_KIND.search(text)
+    if marker is None:
+        return Refusal(one_line(text) or "refused", "")
+    message = one_line(text[:marker.start()] + text[marker.end():]) or "refused"
+    return Refusal(message, marker.group(1), (marker.group(2) or "").strip())
 
 
 def step_problem(job: JobEvidence, first: int, last: int) -> tuple[str, int | None]:

@@ -1,15 +1,16 @@
 """The functional probe's judge: a pure function from the probe's job records to its result.
 
 One item per capability (checks.py), each pass, fail or not claimed with its reason and evidence (job, run,
-file). A failed item is a finding; the probe passes when no item failed. The checkpoint size on disk is a figure:
-the wrapper's last checkpoint against the baseline's at the same settings.
+file); `logs` is shown, not counted (it reads evalkit's own records). A failed item is a finding; the probe passes
+when no item failed. The checkpoint size on disk is a figure, not judged: the wrapper's last checkpoint against the
+baseline's at the same settings in the same probe run.
 """
 from __future__ import annotations
 
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult
 from evalkit.probes.functional.checks import check_all
-from evalkit.probes.functional.items import ABILITIES, FAIL, NOT_CLAIMED, PASS, Item, log_bytes
+from evalkit.probes.functional.items import ABILITIES, FAIL, NOT_CLAIMED, NOT_COUNTED, PASS, Item, log_bytes
 from evalkit.probes.functional.listing import by_step, last_checkpoint_bytes, listing, step_bytes
 from evalkit.probes.functional.plan import BASELINE, PLAIN, RESUME_AT, RESUME_SOURCE, first_phase
 
@@ -42,7 +43,8 @@ def finding(item: Item) -> Finding:
 def _figures(items: list[Item], jobs: dict[str, JobEvidence]) -> dict[str, float]:
     passed, failed = (sum(i.status == s for i in items) for s in (PASS, FAIL))
     out = {"items_passed": passed, "items_failed": failed, "items_total": passed + failed,
-           "items_not_claimed": sum(i.status == NOT_CLAIMED for i in items), "findings": failed}
+           "items_not_claimed": sum(i.status == NOT_CLAIMED for i in items),
+           "items_not_counted": sum(i.status == NOT_COUNTED for i in items), "findings": failed}
     plain, baseline = jobs.get(PLAIN), jobs.get(BASELINE)
     ours, theirs = last_checkpoint_bytes(plain), last_checkpoint_bytes(baseline)
     steps = by_step(listing(plain) or [])
@@ -66,15 +68,19 @@ def _headline(items: list[Item], figures: dict[str, float]) -> str:
 
 def _notes(jobs: dict[str, JobEvidence]) -> list[str]:
     notes = [
-        "logs: evalkit records each step's loss and LR from the outside (hooks on the loss and the optimizer) and "
-        "ships them with the run summary to the store; the item checks they reached the store for every step. The "
-        "wrapper's own output (its console in the worker logs, files it writes in the run dir) is the log_bytes "
-        "figure, not a requirement: aligned adapters switch the wrappers' own loggers off",
+        "logs: shown, not counted in the items: what it reads (each step's loss and LR, the run summary) is "
+        "evalkit's own record from the outside (hooks on the loss and the optimizer), which no wrapper that trains "
+        "can miss. The wrapper's own output (its console in the worker logs, files it writes in the run dir) is the "
+        "log_bytes figure, not a requirement: aligned adapters switch the wrappers' own loggers off",
         f"resumes: the wrapper resumed from a copy of plain's checkpoints written after a step up to {RESUME_AT} "
         f"(<probe run dir>/{RESUME_SOURCE}/, with plain's job.json: evalkit compares the settings); it must train "
         "the remaining steps and only those. Equal losses to the uninterrupted run are reported, not required",
-        "a job the adapter refused as an UnsupportedCombination is a capability it does not claim: not claimed, "
-        "not failed (evalkit_process_group only where world size 2 is refused too)",
+        "a job the adapter refused as an UnsupportedCombination of kind documented-unsupported (naming where the "
+        "wrapper documents it) is a capability it does not claim: not claimed, out of the count (evalkit_process_group "
+        "only where world size 2 is refused so too); refused as a silent-substitution (the wrapper would run another "
+        "precision, device or world size than asked) or without a kind, its item fails, in both modes",
+        "thresholds: none is absolute. The items are exact (steps, cadences, a finite final metric); the checkpoint "
+        "size is a figure against the baseline's written at the same settings in this probe run, never judged",
         "workarounds: an item the adapter declares under `workarounds` in its effective config fails, naming it",
     ]
     unfinished: dict[str, list[str]] = {}

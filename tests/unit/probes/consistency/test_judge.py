@@ -29,18 +29,24 @@ def curve(seed: int) -> dict[str, np.ndarray]:
             "grad_norm": 0.5 * np.exp(-steps / 30) + 0.1 * (1 + seed)}
 
 
+REFUSED = "UnsupportedCombination: the wrapper turns fp16_mixed into bf16 on CPU [refusal: silent-substitution]"
+
+
 def job(switch: str, seed: int, arm: str, *, scale=None, final=None, status="FINISHED", steps=STEPS,
-        params: bool = False) -> JobEvidence:
-    """A job's records; `scale(column, step_array) -> factors` changes the wrapper's series."""
+        params: bool = False, reason: str = "RuntimeError: boom") -> JobEvidence:
+    """A job's records; `scale(column, step_array) -> factors` changes the wrapper's series; a job not FINISHED
+    ended with `reason` (a crash unless it is a refusal) after recording `steps` steps."""
     series = curve(seed)
     if scale is not None:
         series = {k: v * scale(k, np.arange(1, STEPS + 1)) for k, v in series.items()}
     rows = [{"step": s, **{k: float(v[s - 1]) for k, v in series.items()}} for s in range(1, steps + 1)]
     value = FINALS[seed] if final is None else final
     evidence = JobEvidence(job_name_of(switch, seed, arm), f"run-{switch}-{seed}-{arm}", status,
-                           {"seed": seed}, dict(TAGS) if status == "FINISHED" else {names.FAILURE_REASON: "boom"})
+                           {"seed": seed}, dict(TAGS) if status == "FINISHED" else {names.FAILURE_REASON: reason})
     if status == "FINISHED":
         evidence.steps, evidence.val = rows, [{"step": steps, "loss": value, "mse": value}]
+    else:
+        evidence.steps = rows
     if params:
         evidence.params = {s: np.linspace(-1, 1, 12) * (1 + 1e-3 * s) for s in range(1, steps + 1)}
     return evidence
@@ -167,17 +173,28 @@ def test_a_wrapper_going_non_finite_fails():
     assert result.findings[0].code == "consistency.nonfinite"
 
 
-def test_failed_wrapper_jobs_leave_stage_2_undecided_with_the_reason():
-    jobs = [job("fp32", s, "wrapper", status="FAILED") for s in (0, 1)] + [job("fp32", s, "baseline") for s in (0, 1)]
-    result = judge(jobs)
-    assert result.inconclusive
-    assert "not compared" in result.headline and any("did not finish (boom)" in n for n in result.notes)
+def test_crashed_wrapper_jobs_at_stage_2_fail_with_the_crashs_reason():
+    """Issue 28 (b): a wrapper that crashes where it should train fails; more seeds would not decide anything."""
+    jobs = [job("fp32", s, "wrapper", status="FAILED", steps=7) for s in (0, 1)]
+    result = judge(jobs + [job("fp32", s, "baseline") for s in (0, 1)])
+    assert not result.passed and not result.inconclusive
+    (finding,) = result.findings
+    assert finding.code == "consistency.crashed" and finding.first_step == 8
+    assert finding.title == "the wrapper's training crashed (seed(s) 0, 1)"
+    assert finding.size == "2 of 2 run(s): RuntimeError: boom"
+    assert any("did not finish (RuntimeError: boom)" in n for n in result.notes)
+
+
+def test_refused_wrapper_jobs_at_stage_2_leave_it_undecided():
+    jobs = [job("fp32", s, "wrapper", status="FAILED", reason=REFUSED) for s in (0, 1)]
+    result = judge(jobs + [job("fp32", s, "baseline") for s in (0, 1)])
+    assert result.inconclusive and result.findings == [] and "not compared" in result.headline
 
 
 # ------------------------------------------------------------------ stage 3
 def test_each_switch_is_a_row_and_a_shift_under_one_is_attributed_to_it():
     shifted = pairs("bf16_mixed", wrapper_final=lambda seed, b: b * (1.08 + 1e-3 * seed))
-    blocked = [job("fp16_mixed", s, "wrapper", status="FAILED") for s in (0, 1, 2)]
+    blocked = [job("fp16_mixed", s, "wrapper", status="FAILED", reason=REFUSED) for s in (0, 1, 2)]
     blocked += [job("fp16_mixed", s, "baseline") for s in (0, 1, 2)]
     result = judge(pairs() + shifted + pairs("ws2") + blocked)
     assert not result.passed and not result.inconclusive
@@ -187,17 +204,43 @@ def test_each_switch_is_a_row_and_a_shift_under_one_is_attributed_to_it():
     table = result.sections[2].splitlines()
     rows = {line.split("|")[1].strip(): line for line in table if line.startswith("| ") and "switch" not in line}
     assert set(rows) == {"bf16_mixed", "ws2", "fp16_mixed"}
-    assert "the wrapper cannot run it: boom" in rows["fp16_mixed"] and "equivalent" in rows["ws2"]
+    assert "| not run | the wrapper refuses it: UnsupportedCombination: the wrapper turns" in rows["fp16_mixed"]
+    assert "equivalent" in rows["ws2"]
     assert result.figures["bf16_mixed_deviation"] == 1 and result.figures["ws2_equivalent"] == 1
     assert result.figures["equivalent"] == 1                      # fp32 itself stays equivalent
 
 
-def test_a_switch_the_wrapper_cannot_run_does_not_fail_the_probe():
-    blocked = [job("fp16_mixed", 0, "wrapper", status="FAILED"), job("fp16_mixed", 0, "baseline")]
+def test_a_switch_the_wrapper_refuses_is_not_run_and_does_not_fail_the_probe():
+    blocked = [job("fp16_mixed", 0, "wrapper", status="FAILED", reason=REFUSED), job("fp16_mixed", 0, "baseline")]
     result = judge(pairs() + blocked)
     assert result.passed and "fp16_mixed: not run" in result.headline
     assert not any(k.startswith("fp16_mixed_") for k in result.figures)   # nothing measured, no figure
-    assert any("fp16_mixed-s0-wrapper did not finish (boom)" in n for n in result.notes)
+    assert any(n.startswith("job(s) fp16_mixed-s0-wrapper did not finish (UnsupportedCombination: ")
+               for n in result.notes)
+
+
+def test_a_switch_under_which_the_wrapper_crashes_fails_the_probe_with_the_crashs_reason():
+    """Issue 28 (b): only an UnsupportedCombination makes a "not run" row; a plain crash under a switch fails."""
+    crashed = [job("fp16_mixed", 0, "wrapper", status="FAILED", steps=3,
+                   reason="RuntimeError: expected scalar type Half but found Float"), job("fp16_mixed", 0, "baseline")]
+    result = judge(pairs() + crashed)
+    assert not result.passed and not result.inconclusive
+    (finding,) = result.findings
+    assert finding.code == "consistency.crashed.fp16_mixed" and finding.first_step == 4
+    assert finding.title == "the wrapper's training crashed under fp16_mixed (seed(s) 0)"
+    assert finding.size == "1 of 1 run(s): RuntimeError: expected scalar type Half but found Float"
+    assert result.headline.endswith("fp16_mixed: crashed") and "not run" not in result.headline
+    row = next(line for line in result.sections[2].splitlines() if line.startswith("| fp16_mixed "))
+    assert "| crashed | the wrapper crashed: RuntimeError: expected scalar type Half" in row
+    assert result.status == "fail" and result.reason.startswith("1 finding(s); first:")
+
+
+def test_a_switch_under_which_the_baseline_crashes_leaves_the_probe_undecided():
+    crashed = [job("ws2", 0, "wrapper"), job("ws2", 0, "baseline", status="FAILED", reason="RuntimeError: gloo")]
+    result = judge(pairs() + crashed)
+    assert result.inconclusive and result.findings == [] and result.headline.endswith("ws2: baseline crashed")
+    assert result.notes[0].startswith("ws2: the baseline's job(s) ws2-s0-baseline crashed (RuntimeError: gloo)")
+    assert result.reason == result.notes[0]
 
 
 def test_no_evidence_at_all_is_inconclusive():
@@ -238,3 +281,10 @@ def test_evidence_of_other_jobs_is_left_out_with_a_note():
     result = judge(pairs() + [stranger])
     assert result.passed and any("ws1-noclip" in n for n in result.notes)
     json.loads(result.to_json())
+
+
+def test_each_threshold_says_how_it_is_calibrated():
+    """Issue 28 (f): the decision's thresholds are the test's level and the task's own margin, said in one line."""
+    note = next(n for n in judge(pairs()).notes if n.startswith("thresholds: "))
+    assert note.startswith("thresholds: alpha 0.05 is the false-positive rate of each paired equivalence test")
+    assert "the margin ±1% is the task's own" in note and "never decide" in note

@@ -30,6 +30,9 @@ def test_each_recording_holds_both_jobs_and_both_sources(name):
     assert sorted(j.name for j in jobs) == ["callback", "loss"]
     assert all(j.status == "FINISHED" and j.steps and j.params for j in jobs)
     assert sorted(measured["sources"]) == ["callback", "loss"] and measured["limits"]["max_private"] == 0
+    control = measured["control"]                # the baseline's own customizations, measured in the same run
+    assert control["trainer"] == "baseline" and sorted(control["sources"]) == ["callback", "loss"]
+    assert control["sources"]["loss"]["module"] == "adapters.custom.baseline_loss.BaselineCustomLoss"
 
 
 def test_the_baselines_customizations_take_effect_and_cost_a_few_lines():
@@ -39,6 +42,7 @@ def test_the_baselines_customizations_take_effect_and_cost_a_few_lines():
     assert figures["loss_steps_checked"] == figures["loss_steps_matching"] == 12
     assert figures["callback_calls"] == 10 and figures["callback_steps_run"] == 10
     assert 0 < figures["loss_lines"] <= 10 and 0 < figures["callback_lines"] <= 10
+    assert figures["loss_line_ratio"] == figures["callback_line_ratio"] == 1.0       # it is its own control
     assert figures["private_touches"] == 0
     assert result["headline"].startswith("loss ") and result["headline"].endswith("0 private")
     assert "training_loss (adapters.baseline.BaselineAdapter)" in result["sections"][0]
@@ -82,3 +86,16 @@ def test_the_verdicts_customization_column_shows_lines_and_private_touches():
     cell = verdict_cell("customization", result, "planted_custom")
     assert cell.status == "fail" and cell.figure == result["headline"]
     assert cell.figure.startswith("loss ") and "NOT in effect" in cell.figure and cell.figure.endswith("2 private")
+
+
+def test_a_customization_costing_more_than_twice_the_baselines_lines_is_a_finding():
+    """Issue 28 (e): custom_loop.py (both planted customizations' module, 32 logical lines) against the baseline's
+    own 7 lines for each customization, measured in the same probe run."""
+    result = judged_recording("customization", "planted_b")
+    lines = {f["code"]: f for f in result["findings"] if f["code"].endswith(".lines")}
+    assert sorted(lines) == ["callback.lines", "loss.lines"]
+    assert lines["loss.lines"]["title"] == (f"the loss customization adds {result['figures']['loss_lines']:.0f} "
+                                            f"logical lines, {result['figures']['loss_line_ratio']:.2f}x the "
+                                            f"baseline's {result['figures']['loss_baseline_lines']:.0f} for the same "
+                                            "customization")
+    assert result["figures"]["loss_line_ratio"] > 2 and lines["loss.lines"]["size"].startswith("limit 2x the baseline")

@@ -1,5 +1,6 @@
-"""The functional probe's judge on synthetic job records: each item's failure planted and named, refusals shown as
-not claimed, declared workarounds failing their item; and its plan (phase 1, then the resume from a copy of the
+"""The functional probe's judge on synthetic job records: each item's failure planted and named, documented refusals
+shown as not claimed and every other refusal failed (a silent substitution in both modes), `logs` shown but never
+counted, declared workarounds failing their item; and its plan (phase 1, then the resume from a copy of the
 plain job's checkpoints). No process starts: the judge is a pure function of the records."""
 from __future__ import annotations
 
@@ -65,10 +66,13 @@ def failed(result: ProbeResult) -> dict[str, str]:
 def test_every_item_passes_and_the_checkpoint_size_is_a_figure_against_the_baselines():
     result = judge(every_job())
     assert result.passed and result.findings == [] and not result.inconclusive
-    assert set(rows(result)) == set(ITEMS) and all(r[1] == "pass" for r in rows(result).values())
-    assert result.headline == "10/10 items; checkpoint 2.00x the baseline's"
+    assert set(rows(result)) == set(ITEMS)
+    assert all(r[1] == "pass" for name, r in rows(result).items() if name != "logs")
+    assert rows(result)["logs"][1] == "not counted"
+    assert result.headline == "9/9 items; checkpoint 2.00x the baseline's"
     assert result.figures["checkpoint_bytes"] == 1000 and result.figures["baseline_checkpoint_bytes"] == 500
-    assert result.figures["checkpoint_ratio"] == 2.0 and result.figures["items_total"] == 10
+    assert result.figures["checkpoint_ratio"] == 2.0 and result.figures["items_total"] == 9
+    assert result.figures["items_not_counted"] == 1
     assert "| 12 | step_00000012.pt | 1,000 | 500 | 2.00x |" in result.sections[1]
     cells = rows(result)["checkpoints_at_cadence"]
     assert cells[3:] == ["plain", "run-plain", "evalkit/summary_rank0.json"]      # job, run, file
@@ -84,7 +88,7 @@ def test_an_extra_checkpoint_and_a_missing_one_are_named():
     (finding,) = result.findings
     assert finding.title == "does not checkpoint at the asked cadence" and finding.first_step == 10
     assert finding.evidence == {"run_id": "run-plain", "file": "evalkit/summary_rank0.json"}
-    assert result.headline.startswith("9/10 items")
+    assert result.headline.startswith("8/9 items")
 
 
 def test_a_checkpoint_written_before_training_is_extra():
@@ -123,14 +127,23 @@ def test_a_failed_plain_job_fails_its_items_with_its_reason():
     result = judge(every_job(plain=plain))
     reasons = failed(result)
     assert reasons["trains_to_max_steps"] == "not shown: plain ended FAILED: RuntimeError: boom"
-    assert {"validates_at_cadence", "checkpoints_at_cadence", "logs", "exports_final_metrics"} <= set(reasons)
+    assert {"validates_at_cadence", "checkpoints_at_cadence", "exports_final_metrics"} <= set(reasons)
+    assert "logs" not in reasons and rows(result)["logs"][1] == "not counted"
     assert any(n == "job(s) plain did not finish: RuntimeError: boom" for n in result.notes)
 
 
-def test_a_step_without_a_logged_loss_fails_logs():
+def test_logs_read_evalkits_own_records_so_they_are_shown_and_never_counted():
+    """Issue 28: no item that cannot fail counts toward a pass. evalkit's hooks record each step's loss and LR
+    whatever the wrapper does, so `logs` is out of the count, said in its row and the notes, whatever it reads."""
     plain = job("plain")
     plain.steps[6]["loss"] = None
-    assert failed(judge(every_job(plain=plain)))["logs"] == "no finite loss logged at step(s) 7"
+    result = judge(every_job(plain=plain))
+    cells = rows(result)["logs"]
+    assert cells[1] == "not counted" and "no finite loss at step(s) 7" in cells[2]
+    assert cells[2].startswith("evalkit's own records (hooks on the loss and the optimizer), not the wrapper's: "
+                               "not counted")
+    assert "logs" not in failed(result) and result.figures["items_total"] == 9
+    assert any(n.startswith("logs: shown, not counted in the items") for n in result.notes)
 
 
 def test_the_wrappers_own_output_is_a_figure_not_a_requirement():
@@ -181,16 +194,51 @@ def test_the_resume_reports_whether_it_continued_bit_for_bit():
 
 
 # ------------------------------------------------------------------ what the adapter claims
-REFUSAL = "UnsupportedCombination: fabric turns precision='16-mixed' into bf16-mixed on CPU"
+def refused(message: str, *kind: str, **where: str) -> str:
+    """The failure reason the worker records for an adapter's UnsupportedCombination (worker.run.error_summary)."""
+    from evalkit.contract import UnsupportedCombination
+    from evalkit.worker.run import error_summary
+
+    return error_summary(UnsupportedCombination(message, *kind, **where))
 
 
-def test_a_refused_precision_is_not_claimed_not_failed():
-    result = judge(every_job(fp16_mixed=job("fp16_mixed", steps=(), status="FAILED", reason=REFUSAL)))
+DOCS = "https://example.org/wrapper/precision"
+DOCUMENTED = refused("fp8 has no wrapper equivalent", "documented-unsupported", documented_at=DOCS)
+SWAPPED = refused("fabric turns precision='16-mixed' into bf16-mixed on CPU; fp16_mixed cannot run on CPU",
+                  "silent-substitution")
+
+
+def test_a_precision_refused_as_documented_unsupported_is_not_claimed_and_names_where():
+    result = judge(every_job(fp16_mixed=job("fp16_mixed", steps=(), status="FAILED", reason=DOCUMENTED)))
     assert result.passed
     cells = rows(result)["precisions.fp16_mixed"]
-    assert cells[1] == "not claimed" and cells[2].startswith("refused by the adapter: fabric turns")
-    assert result.headline == "9/9 items, fp16_mixed not claimed; checkpoint 2.00x the baseline's"
+    assert cells[1] == "not claimed"
+    assert cells[2] == f"refused by the adapter, documented as unsupported ({DOCS}): fp8 has no wrapper equivalent"
+    assert result.headline == "8/8 items, fp16_mixed not claimed; checkpoint 2.00x the baseline's"
     assert result.figures["items_not_claimed"] == 1
+
+
+def test_a_precision_refused_because_the_wrapper_would_swap_it_fails():
+    """Issue 28 (a): an aligned adapter refusing fp16 on CPU because the wrapper would silently run another precision
+    is no exemption: the item fails, as the swap itself does in defaults mode (next test)."""
+    result = judge(every_job(fp16_mixed=job("fp16_mixed", steps=(), status="FAILED", reason=SWAPPED)))
+    assert not result.passed and not result.inconclusive
+    reason = failed(result)["precisions.fp16_mixed"]
+    assert reason == ("refused by the adapter because the wrapper would run something other than asked (a silent "
+                      "substitution, not a documented limit): fabric turns precision='16-mixed' into bf16-mixed on "
+                      "CPU; fp16_mixed cannot run on CPU")
+    assert result.headline.startswith("8/9 items") and result.figures["items_not_claimed"] == 0
+    (finding,) = result.findings
+    assert finding.title == "does not run fp16_mixed" and finding.observed == "silent-substitution"
+
+
+def test_a_refusal_that_does_not_say_its_kind_is_no_exemption():
+    plain_refusal = refused("fp16 is awkward here")
+    assert plain_refusal == "UnsupportedCombination: fp16 is awkward here"
+    result = judge(every_job(fp16_mixed=job("fp16_mixed", steps=(), status="FAILED", reason=plain_refusal)))
+    reason = failed(result)["precisions.fp16_mixed"]
+    assert reason.startswith("refused by the adapter without naming where the wrapper documents it as unsupported")
+    assert reason.endswith(": fp16 is awkward here") and not result.passed
 
 
 def test_a_precision_failing_otherwise_fails():
@@ -206,13 +254,18 @@ def test_a_precision_silently_run_as_another_fails():
 
 
 def test_refusing_evalkits_process_group_fails_where_world_size_2_runs():
-    refused = job("pg", steps=(), status="FAILED",
-                  reason="rank 0: UnsupportedCombination: needs its own process group (exit codes [1, 1])")
-    reason = failed(judge(every_job(pg=refused)))["evalkit_process_group"]
+    own_group = refused("needs its own process group", "documented-unsupported", documented_at=DOCS)
+    pg = job("pg", steps=(), status="FAILED", reason=f"rank 0: {own_group} (exit codes [1, 1])")
+    reason = failed(judge(every_job(pg=pg)))["evalkit_process_group"]
     assert reason.startswith("refused by the adapter, though it runs world size 2: needs its own process group")
-    ws2 = job("ws2", steps=(), status="FAILED", reason="rank 0: UnsupportedCombination: no DDP (exit codes [1, 1])")
-    both = judge(every_job(pg=refused, ws2=ws2))
+    no_ddp = refused("no DDP", "documented-unsupported", documented_at=DOCS)
+    ws2 = job("ws2", steps=(), status="FAILED", reason=f"rank 0: {no_ddp} (exit codes [1, 1])")
+    both = judge(every_job(pg=pg, ws2=ws2))
     assert both.passed and rows(both)["world_size_2"][1] == rows(both)["evalkit_process_group"][1] == "not claimed"
+    swapped = refused("the wrapper sees world size 1", "silent-substitution")
+    ws2 = job("ws2", steps=(), status="FAILED", reason=f"rank 0: {swapped} (exit codes [1, 1])")
+    neither = judge(every_job(pg=pg, ws2=ws2))                 # a substitution at ws2 exempts neither
+    assert set(failed(neither)) == {"world_size_2", "evalkit_process_group"}
 
 
 def test_a_world_size_2_job_that_crashes_fails():
@@ -287,3 +340,10 @@ def test_the_probe_is_registered_with_its_dimension():
     assert (probe.name, probe.dimension, probe.timed) == ("functional", "functional", False)
     assert probe.task(probe_cfg()) == "mlp_regression"
     assert probe.caliber(probe_cfg()).startswith("functional|hw=cpu|bs=16|steps=12|val=4|ckpt=4|resume@8")
+
+
+def test_no_threshold_is_absolute_and_the_notes_say_so():
+    """Issue 28 (f): the checkpoint size is a figure against the baseline's in the same run, never judged."""
+    big = judge(every_job(plain=job("plain", ckpt_bytes=10**9)))
+    assert big.passed and big.figures["checkpoint_ratio"] == 2e6
+    assert any(n.startswith("thresholds: none is absolute") for n in big.notes)

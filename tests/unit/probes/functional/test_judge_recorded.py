@@ -1,9 +1,13 @@
-"""The functional probe's judge on the recorded evidence of the e2e tier's probe run (helpers.FUNCTIONAL_RUNS: the
-baseline's loop under a name of its own, recorded by scripts/record_probe_fixtures.py into tests/fixtures/functional/).
+"""The functional probe's judge on the recorded evidence of the e2e tier's probe runs (helpers.FUNCTIONAL_RUNS: the
+baseline's loop under a name of its own, and tests/planted/swap_loop.py in both modes, recorded by
+scripts/record_probe_fixtures.py into tests/fixtures/functional/).
 
-The loop passes every item, its resume continuing bit for bit from a copy of its own step-8 checkpoint, and the
-verdict's functional column shows the probe's pass. tests/e2e/test_probe_functional.py runs it live and checks that
-its result still equals the recording's; planted failures of each item are tests/unit/probes/functional/test_judge.py.
+The loop passes every counted item (logs is shown, not counted: it reads evalkit's own records), its resume
+continuing bit for bit from a copy of its own step-8 checkpoint, and the verdict's functional column shows the
+probe's pass. A wrapper that runs fp16_mixed on CPU as fp32 fails that item in both modes (issue 28): refused as a
+silent substitution in aligned mode, observed running fp32 in defaults mode; the verdict's cell is a fail.
+tests/e2e/test_probe_functional.py runs them live and checks that their results still equal the recordings';
+planted failures of each item are tests/unit/probes/functional/test_judge.py.
 """
 from __future__ import annotations
 
@@ -23,15 +27,41 @@ def test_the_recording_holds_every_job_run_to_its_end():
     assert all(j.status == "FINISHED" and j.steps for j in jobs)
 
 
-def test_the_baseline_passes_every_item():
+def test_the_baseline_passes_every_counted_item_and_logs_is_not_counted():
     result = judged_recording("functional", "handwritten")
     assert result["passed"] and not result["inconclusive"] and result["findings"] == []
-    assert result["figures"]["items_passed"] == result["figures"]["items_total"] == 10
+    assert result["figures"]["items_passed"] == result["figures"]["items_total"] == 9
+    assert result["figures"]["items_not_counted"] == 1 and result["figures"]["items_not_claimed"] == 0
     assert result["figures"]["checkpoint_ratio"] == 1.0 and result["figures"]["checkpoint_bytes"] > 0
-    assert result["headline"] == "10/10 items; checkpoint 1.00x the baseline's"
+    assert result["headline"] == "9/9 items; checkpoint 1.00x the baseline's"
     table = result["sections"][0]
-    assert table.count("| pass |") == 10
+    assert table.count("| pass |") == 9 and "| logs | not counted | evalkit's own records" in table
     assert "its losses equal the uninterrupted run's, bit for bit" in table
+
+
+def test_a_silent_precision_swap_refused_in_aligned_mode_fails_the_item():
+    jobs, _ = recording("functional", "swap_aligned")
+    refused = next(j for j in jobs if j.name == "fp16_mixed")
+    assert refused.status == "FAILED" and refused.failure_reason.startswith("UnsupportedCombination: ")
+    assert refused.failure_reason.endswith("[refusal: silent-substitution]")
+    result = judged_recording("functional", "swap_aligned")
+    assert not result["passed"] and not result["inconclusive"] and result["figures"]["items_not_claimed"] == 0
+    (finding,) = result["findings"]
+    assert finding["code"] == "functional.precisions.fp16_mixed" and finding["title"] == "does not run fp16_mixed"
+    assert finding["size"] == ("refused by the adapter because the wrapper would run something other than asked (a "
+                               "silent substitution, not a documented limit): the wrapper runs fp16_mixed on cpu as "
+                               "fp32 without a word; refused in aligned mode")
+    assert result["headline"] == "8/9 items; checkpoint 1.00x the baseline's"
+    assert verdict_cell("functional", result, "swap").status == "fail"
+
+
+def test_the_same_swap_run_in_defaults_mode_fails_the_item_the_same_way():
+    result = judged_recording("functional", "swap_defaults")
+    (finding,) = result["findings"]
+    assert finding["code"] == "functional.precisions.fp16_mixed"
+    assert finding["size"] == "ran another precision than asked: requested fp16_mixed (float16), observed float32"
+    assert result["headline"] == "8/9 items; checkpoint 1.00x the baseline's"
+    assert verdict_cell("functional", result, "swap").status == "fail"
 
 
 def test_the_verdicts_functional_column_shows_the_probes_pass():

@@ -1,6 +1,7 @@
 """The maintenance probe's judge on synthetic measurements: each figure against its configured threshold, the
 wrapper's own deprecations told from torch's, bounds that block torch's next minor release, release figures from
-the cache marked with their date, and unavailable ones said and never scored."""
+the cache marked with their date, and unavailable ones said and never scored: a pass needs every figure, so a
+missing one leaves the probe inconclusive, naming it and how to get it (issue 28)."""
 from __future__ import annotations
 
 from evalkit.probes.evidence import JobEvidence
@@ -88,8 +89,14 @@ def test_release_figures_from_the_cache_carry_their_date_and_unavailable_ones_ar
     assert any(n.startswith("release figures from the cache as of 2026-12-01: connection refused")
                for n in result.notes)
     gone = judge([standard()], measured(releases={"source": "unavailable", "reason": "offline, no cache"}))
-    assert gone.passed and "releases: unavailable" in gone.headline and "breaking_per_year" not in gone.figures
+    assert gone.inconclusive and not gone.passed and gone.findings == []
+    assert "releases: unavailable" in gone.headline and "breaking_per_year" not in gone.figures
+    assert gone.notes[0] == ("a pass needs every figure; not measured: release history (offline, no cache: run the "
+                             "probe with network access to the package index (probe.maintenance.index_url), or "
+                             "offline with the cache such a run wrote (probe.maintenance.cache_dir)")
     assert any("release history unavailable (offline, no cache)" in n for n in gone.notes)
+    over = measured(releases={"source": "unavailable", "reason": "offline"}, limits={**LIMITS, "max_dependencies": 0})
+    assert judge([standard()], over).status == "fail"           # a finding decides whatever is missing
 
 
 def test_a_stale_install_and_a_candidate_that_cannot_be_installed_are_said():
@@ -106,5 +113,40 @@ def test_a_stale_install_and_a_candidate_that_cannot_be_installed_are_said():
 def test_a_failed_standard_run_is_said_and_the_baseline_has_nothing_to_measure():
     result = judge([standard(status="FAILED")], measured())
     assert any("the standard run ended FAILED" in n for n in result.notes) and "deprecations" not in result.figures
+    assert result.inconclusive and result.notes[0].startswith("a pass needs every figure; not measured: deprecations")
     baseline = judge([standard()], {"limits": LIMITS, "distribution": "", "notes": ["plain torch"]})
     assert baseline.passed and baseline.figures == {"deprecations": 0.0, "deprecation_occurrences": 0.0}
+
+
+def test_nothing_measured_is_inconclusive_naming_each_missing_figure_and_how_to_get_it():
+    """Issue 28 (c): the standard run failed, no import figure, releases unavailable: never a pass."""
+    crashed = standard(status="FAILED")
+    crashed.tags = {"evalkit.failure_reason": "RuntimeError: planted"}
+    nothing = measured(imports=None, releases={"source": "unavailable", "reason": "index unreachable, no cache"})
+    result = judge([crashed], nothing)
+    assert result.status == "inconclusive" and result.findings == []
+    first = result.notes[0]
+    assert first.startswith("a pass needs every figure; not measured: deprecations (the standard run ended FAILED: "
+                            "RuntimeError: planted: fix its cause and run the probe again)")
+    assert "import cost (the trainer names no module to import: set trainer.import_modules)" in first
+    assert "release history (index unreachable, no cache: run the probe with network access" in first
+    assert result.reason == first
+    gone = judge([crashed], {"limits": LIMITS, "distribution": "fakewrap", "version": None,
+                             "notes": ["fakewrap is not installed: pip install -e '.[fake]'"]})
+    assert gone.inconclusive and gone.headline == "nothing measured"
+    assert "(fakewrap is not installed: pip install -e '.[fake]')" in gone.notes[0]
+    plain_torch = judge([crashed], {"limits": LIMITS, "distribution": "", "notes": []})
+    assert plain_torch.inconclusive and plain_torch.notes[0].startswith("a pass needs every figure; not measured: "
+                                                                        "deprecations")
+
+
+def test_import_repeats_straddling_a_limit_decide_nothing_and_each_threshold_has_its_calibration_line():
+    straddle = measured(imports={"median_seconds": 5.9, "median_mib_added": 120.0, "error": None,
+                                 "seconds": [5.5, 5.9, 6.4], "mib_added": [120.0, 120.0, 120.0]})
+    result = judge([standard()], straddle)
+    assert result.inconclusive and result.notes[0].startswith("import_s: its 3 repeats (5.5-6.4 s) straddle the limit")
+    above = measured(imports={"median_seconds": 6.5, "median_mib_added": 120.0, "error": None,
+                              "seconds": [6.2, 6.5, 6.9], "mib_added": [120.0] * 3})
+    assert [f.code for f in judge([standard()], above).findings] == ["maintenance.import_s"]
+    lines = [n for n in judge([standard()], measured()).notes if n.startswith("threshold ")]
+    assert len(lines) == 7 and all(": a team budget" in n for n in lines)

@@ -1,9 +1,11 @@
-"""The maintenance probe's judge (issue 14) on the recorded evidence and measurements of the e2e tier's three probe
+"""The maintenance probe's judge (issue 14) on the recorded evidence and measurements of the e2e tier's four probe
 runs (helpers.MAINTENANCE_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/maintenance/): a
 planted trainer whose wrapper is a fake distribution (tests/fakedist.py), its release history from a fake package
 index, then from the cache offline (marked with its date), then unavailable (the index unreachable, no cache: said,
-and everything else still judged); the verdict's column shows the figures beside the fail.
-tests/e2e/test_probe_maintenance.py runs the three live and checks that their results still equal the recordings'."""
+and everything else still judged); the verdict's column shows the figures beside the fail. The fourth (`nothing`,
+issue 28): a trainer whose standard run crashes, with no module to import and no release history, is inconclusive,
+naming each missing figure and how to get it, never a pass.
+tests/e2e/test_probe_maintenance.py runs the four live and checks that their results still equal the recordings'."""
 from __future__ import annotations
 
 import pytest
@@ -16,11 +18,27 @@ def test_every_run_of_the_e2e_tier_has_a_recording_with_its_measurements_and_not
         "run: python scripts/record_probe_fixtures.py --probe maintenance"
 
 
-@pytest.mark.parametrize("name", sorted(MAINTENANCE_RUNS))
+@pytest.mark.parametrize("name", sorted(set(MAINTENANCE_RUNS) - {"nothing"}))
 def test_each_recording_holds_the_standard_run_and_the_measured_environment(name):
     jobs, measured = recording("maintenance", name)
     assert [(j.name, j.status) for j in jobs] == [("standard", "FINISHED")] and jobs[0].steps
     assert measured["distribution"] == "fakewrap" and measured["imports"] and measured["dependencies"]
+
+
+def test_a_run_with_nothing_measured_but_its_dependencies_is_inconclusive_naming_what_is_missing():
+    jobs, measured = recording("maintenance", "nothing")
+    assert [(j.name, j.status) for j in jobs] == [("standard", "FAILED")]
+    assert "imports" not in measured and measured["releases"]["source"] == "unavailable"
+    result = judged_recording("maintenance", "nothing")
+    assert result["inconclusive"] and not result["passed"] and result["findings"] == []
+    first = result["notes"][0]
+    assert first.startswith("a pass needs every figure; not measured: deprecations (the standard run ended FAILED: "
+                            "RuntimeError: planted: the wrapper crashes before its first step: fix its cause")
+    assert "import cost (the trainer names no module to import: set trainer.import_modules)" in first
+    assert "release history (" in first and "run the probe with network access to the package index" in first
+    assert "deprecations" not in result["figures"] and result["figures"]["dependencies"] == 0
+    cell = verdict_cell("maintenance", result, "broken")
+    assert cell.status == "inconclusive" and cell.status != "pass"
 
 
 def test_the_wrappers_deprecations_are_counted_with_the_module_that_raised_them():
