@@ -46,7 +46,8 @@ Modes
   micro-batches), a `Checkpoint` of model, optimizer, scheduler handler and trainer. Ignite's
   `amp_mode="amp"` autocasts with device "cuda" (fp16), so on CPU it warns and runs fp32 and on CUDA a
   bf16 request runs fp16, without loss scaling; evalkit's observers flag both. `create_supervised_trainer` has no
-  gradient-clipping option, so a job with `train.grad_clip` set is refused in defaults mode.
+  gradient-clipping option, so a job with `train.grad_clip` set trains unclipped in defaults mode (not refused):
+  its report says so (`known_deviations`) and the semantic probe's clip job names it (`clip.not_applied`).
 
 Known differences from the baseline (`known_deviations`): none in aligned mode beyond what the effective
 config lists; in defaults mode the loss is divided by `grad_accum` in every window and windows are counted

@@ -289,10 +289,17 @@ SEMANTICS_WS1_BOTH_JOBS = {"clip.per_micro_batch": ("clip.per_micro_batch", None
 SEMANTICS_WS2 = {"ddp.grad_summed": ("ddp.grad_summed", 1),
                  "order.distributed_interleave": ("order.distributed_interleave", 1),
                  "order.padded": ("order.padded", 1)}
+# Planted loops whose evidence falls short of what a pass requires (issue 28): variant -> words of the inconclusive
+# reason its judge must give (no finding, never a pass). tests/planted/silent_loop.py: the planted loop's semantics,
+# its optimizer steps applied by hand (torch's optimizer hooks never fire); both jobs, the clip job too.
+SEMANTICS_INCONCLUSIVE = {"evidence.silent_optimizer": "no optimizer step was observed"}
+SILENT_LOOP = "trainer._target_=silent_loop.SilentStepAdapter"
 SEMANTICS_SETTINGS = [(SEMANTICS_WS1, ["probe.world_sizes=[1]", "probe.clip=[false]"]),
                       (SEMANTICS_WS1_BOTH_JOBS, ["probe.world_sizes=[1]"]),
-                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]"])]
-SEMANTICS_PLANTED = {v: expected for group, _ in SEMANTICS_SETTINGS for v, expected in group.items()}
+                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]"]),
+                      (SEMANTICS_INCONCLUSIVE, ["probe.world_sizes=[1]", SILENT_LOOP])]
+SEMANTICS_PLANTED = {v: expected for group, _ in SEMANTICS_SETTINGS if group is not SEMANTICS_INCONCLUSIVE
+                     for v, expected in group.items()}
 RECORDED_SEMANTICS = FIXTURES / "semantics" / "planted"    # <variant>.json.gz, and none.json.gz (the correct loop)
 
 
@@ -317,6 +324,14 @@ def recorded_evidence(path: Path) -> list:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as fh:
         return [JobEvidence.from_json(json.dumps(item)) for item in json.load(fh)]
+
+
+def assert_semantic_inconclusive(result, variant: str) -> None:
+    """The judged `result` (a ProbeResult's dict) of a variant of SEMANTICS_INCONCLUSIVE: inconclusive (no pass, no
+    finding), its reason naming what is missing."""
+    assert result["inconclusive"] and not result["passed"] and result["findings"] == [], result["notes"][:3]
+    assert SEMANTICS_INCONCLUSIVE[variant] in result["notes"][0], result["notes"][0]
+    assert result["headline"].startswith("0 findings on missing evidence: "), result["headline"]
 
 
 def assert_semantic_finding(result, variant: str) -> None:

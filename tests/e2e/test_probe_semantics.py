@@ -6,7 +6,9 @@ baseline yields nothing. Every variant's finding is asserted in the unit tier on
 (tests/unit/probes/semantics/test_judge_planted.py); here one variant of each family (helpers.SEMANTICS_PLANTED:
 lr, loss, window, clip, wd, order, forward, val, steps, precision, unexplained, ddp) trains live, and its result
 must still equal what the judge makes of its recording: a changed observer, record or task shows here first
-(then run scripts/record_probe_fixtures.py). The runs of one setting share one multirun.
+(then run scripts/record_probe_fixtures.py). A planted loop whose optimizer bypasses torch's optimizer hooks
+(helpers.SEMANTICS_INCONCLUSIVE, tests/planted/silent_loop.py) trains live too: inconclusive, never a pass (issue 28).
+The runs of one setting share one multirun.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import pytest
 from helpers import (
     PLANTED,
     RECORDED_SEMANTICS,
+    SEMANTICS_INCONCLUSIVE,
     assert_semantic_finding,
+    assert_semantic_inconclusive,
     ok,
     recorded_evidence,
     run_evalkit,
@@ -74,7 +78,9 @@ def test_the_baseline_passes_with_no_finding_and_its_jobs_are_children_of_the_pr
     assert tags[names.CALIBER].startswith("truth|") and run.info.status == "FINISHED"
     assert metrics[names.probe_pass("semantics")] == 1.0 and metrics["probe/semantics/findings"] == 0
     result = result_of(client, run)
-    assert result["passed"] and result["findings"] == []
+    assert result["passed"] and result["findings"] == [] and not result["inconclusive"]
+    assert result["figures"]["steps_checked"] == result["figures"]["steps_asked"] == 40
+    assert all(sum(result["series"][clip]["clip_binds"]) >= 5 for clip in ("ws1-clip", "ws2-clip"))
     assert set(result["series"]) == {"ws1-noclip", "ws1-clip", "ws2-noclip", "ws2-clip"}
     exp = client.get_experiment_by_name("evalkit").experiment_id
     children = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
@@ -88,7 +94,8 @@ def test_the_baseline_passes_with_no_finding_and_its_jobs_are_children_of_the_pr
 
 def test_the_correct_planted_loop_yields_nothing(store):
     _, client = store
-    assert planted_result(client, "none")["findings"] == []
+    result = planted_result(client, "none")
+    assert result["findings"] == [] and result["passed"] and not result["inconclusive"]
 
 
 def _codes(result: dict) -> list[tuple[str, int | None]]:
@@ -99,7 +106,15 @@ def _codes(result: dict) -> list[tuple[str, int | None]]:
 def test_each_live_planted_family_is_named_and_matches_its_recording(store, variant):
     _, client = store
     live = planted_result(client, variant)
-    assert_semantic_finding(live, variant)
+    if variant in SEMANTICS_INCONCLUSIVE:
+        assert_semantic_inconclusive(live, variant)
+        (run,) = [r for r in probe_runs(client, **{names.TRAINER: "planted"})
+                  if r.data.params.get("trainer.options.wrong") == variant]
+        assert names.probe_pass("semantics") not in run.data.metrics      # no pass logged: the verdict's inconclusive
+        assert run.data.tags[names.probe_status("semantics")] == "inconclusive"
+    else:
+        assert_semantic_finding(live, variant)
     recorded = json.loads(judge(recorded_evidence(RECORDED_SEMANTICS / f"{variant}.json.gz")).to_json())
-    assert _codes(live) == _codes(recorded), \
+    assert (_codes(live), live["inconclusive"], live["headline"]) == \
+        (_codes(recorded), recorded["inconclusive"], recorded["headline"]), \
         f"{variant}: the recording no longer matches a live run: run python scripts/record_probe_fixtures.py"

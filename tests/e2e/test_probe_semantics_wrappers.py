@@ -21,7 +21,8 @@ DEFAULTS = {
     "fabric": [("window.short_merged", "is_accumulating")],
     "accelerate": [("order.shuffled", "DataLoaderConfiguration")],
     "hf_trainer": [("order.fixed_seed", "TrainingArguments(seed=")],
-    "ignite": [("lr.per_micro_batch", "custom update function")],
+    "ignite": [("lr.per_micro_batch", "custom update function"),
+               ("clip.not_applied", "calling clip_grad_norm_")],     # create_supervised_trainer cannot clip
 }
 
 
@@ -75,6 +76,7 @@ def test_aligned_shows_only_what_its_adapter_declares_not_alignable(results, wra
         assert finding["declared"], f"{finding['code']} is not in the adapter's known_deviations"
         assert finding["first_step"] == 4 or finding["code"] == "val.cadence"   # the first short window
     assert run.data.metrics[names.probe_pass("semantics")] == (0.0 if found else 1.0)
+    assert not result["inconclusive"] and result["figures"]["evidence_gaps"] == 0, result["notes"][:2]
 
 
 @pytest.mark.parametrize("wrapper", WRAPPERS)

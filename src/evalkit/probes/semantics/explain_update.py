@@ -157,7 +157,8 @@ def _scale_words(steps: list[ObservedStep], cal: Caliber, windows: str = "") -> 
     """The median |Δobs|/|Δexp|, over full or short windows only when `windows` says so."""
     exp = {s.step: predict(s, Model(norm=cal.grad_clip), cal.grad_accum) for s in steps}
     full = {s.step: len(s.grads[0]) == cal.grad_accum for s in steps}
-    pick = [s for s in steps if not windows or full[s.step] == (windows == "full")] or steps
+    moved = [s for s in steps if np.linalg.norm(exp[s.step]) > 0] or steps     # a step at LR 0 scales nothing
+    pick = [s for s in moved if not windows or full[s.step] == (windows == "full")] or moved
     scales = [np.linalg.norm(s.delta) / max(np.linalg.norm(exp[s.step]), 1e-300) for s in pick]
     return f"update {np.median(scales):.2f}x expected{f' at {windows} windows' if windows else ''}"
 

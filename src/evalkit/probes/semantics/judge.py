@@ -5,6 +5,13 @@ precision, the LR of every step and the scheduler's step count (explain_lr), the
 (explain_order, explain_windows), and every step's parameter update against the float64 oracle (oracle,
 explain_update); across jobs, whether two seeds saw the same order. Tolerances: see `oracle` (updates) and
 `LR_REL_TOL` (LR, relative 1e-6). A finding seen in several jobs with the same details is reported once.
+
+Every pass rests on evidence (`PASS_REQUIRES`): every planned job ran (the clip job too), and in every finished job
+as many optimizer steps were checked against the oracle as the job asked for (`max_steps`), which needs its
+step records, its parameters and LR at every step and every micro-batch attributed to its sample ids; in a clip job,
+clipping at the asked norm changed at least one checked update beyond the tolerance (else the job cannot tell
+clipped from unclipped). What is missing is an evidence gap, named with how to get it; gaps and no finding:
+inconclusive, never pass. A finding still fails the probe whatever is missing (fail beats inconclusive).
 """
 from __future__ import annotations
 
@@ -21,18 +28,51 @@ from evalkit.probes.semantics.oracle import (
     Caliber,
     GradientOracle,
     ObservedStep,
+    attributed,
+    clip_norm_for,
     expected_lr,
     expected_update,
     expected_windows,
     observed_steps,
 )
+from evalkit.probes.semantics.plan import job_name
 
 DIMENSION = "semantics"
+PASS_REQUIRES = ("every planned job run (the clip job too); in every job max_steps optimizer steps checked against "
+                 "the oracle (step records, parameters and LR at every step, every micro-batch attributed to its "
+                 "sample ids); in a clip job, clipping changing at least one checked update")
+HOOKS = ("evalkit's observers see an optimizer step only through torch's global optimizer step hooks "
+         "(torch.optim.Optimizer.step)")
+# kind of gap -> how to get the evidence
+HOW = {
+    "no step": f"{HOOKS}: step a torch.optim.Optimizer (not a fused or hand-written update) or make the wrapper call "
+               "its optimizer's step()",
+    "no micro-batch": "the observers attribute micro-batches to the optimizer step that follows them: same hooks; run "
+                      "with observe.sample_ids=true (the probe sets it)",
+    "parameters": "the probe records them after every step (observe.params=true, set by the probe): the step's "
+                  "post hook did not fire, or the run stopped before its records were written",
+    "LR": "read from the optimizer's param_groups in the step hook: step a torch.optim.Optimizer whose param_groups "
+          "carry 'lr'",
+    "sample ids": "the task's loader yields sample ids that the observers read in the model's forward hook "
+                  "(observe.sample_ids=true, set by the probe): the wrapper fed the model batches without them, or "
+                  "forwarded outside the hooked model",
+    "steps": "the steps left unchecked are named in the notes",
+    "clip": "the plan clips where a careful loop's window gradients exceed the norm on most steps "
+            "(oracle.clip_norm_for): a job recorded at another norm needs the probe run again; otherwise the "
+            "wrapper's LR was 0 or its gradients stayed below the norm on every checked step",
+    "clip job": "the clip norm comes from the job without clipping's config: rerun the probe once that job runs",
+}
 
 
 class _Tally:
     def __init__(self) -> None:
         self.steps_checked, self.max_update_rel_err, self.max_lr_rel_err = 0, 0.0, 0.0
+        self.steps_asked = 0
+        self.checked: dict[str, set[int]] = {}          # job -> the steps whose update was checked
+        self.gaps: list[tuple[str, str, str]] = []     # (kind, job, what is missing there)
+
+    def gap(self, kind: str, job: str, what: str) -> None:
+        self.gaps.append((kind, job, what))
 
 
 def judge(jobs: list[JobEvidence]) -> ProbeResult:
@@ -42,18 +82,49 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
     tally = _Tally()
     for job in jobs:
         findings += _judge_job(job, notes, series, tally)
+    _clip_jobs_not_run(jobs, tally)
     findings += _same_order_under_two_seeds(jobs, findings)
     merged = _deduplicate(findings)
     notes += _declared_not_observed(jobs, merged)
     checked = [j.name for j in jobs if j.status == "FINISHED"]
     notes.insert(0, f"checked {len(checked)} job(s) {checked}: steps, validation, forwards, train mode, precision, "
                     f"LR per step, scheduler steps, data order, windows, updates against a float64 oracle "
-                    f"({tally.steps_checked} step(s))")
+                    f"({tally.steps_checked} of {tally.steps_asked} step(s) asked); a pass requires {PASS_REQUIRES}")
+    gaps = _gap_lines(tally.gaps)
+    inconclusive = bool(gaps) and not merged
+    if gaps:
+        notes[:0] = [("inconclusive: " if inconclusive else "besides the findings, ")
+                     + f"the evidence a pass requires is missing: {'; '.join(g for g, _ in gaps)}"]
+        notes[1:1] = [f"missing evidence: {g}: {how}" for g, how in gaps]
+    headline = ""
+    if inconclusive:
+        more = f" (+{len(gaps) - 1} more)" if len(gaps) > 1 else ""
+        headline = f"0 findings on missing evidence: {gaps[0][0]}{more}"
     return ProbeResult(
-        dimension=DIMENSION, passed=not merged, findings=merged, notes=notes, series=series,
+        dimension=DIMENSION, passed=not merged and not gaps, findings=merged, notes=notes, series=series,
+        headline=headline, inconclusive=inconclusive,
         figures={"findings": float(len(merged)), "unexplained": float(sum(f.unexplained for f in merged)),
                  "jobs": float(len(jobs)), "steps_checked": float(tally.steps_checked),
+                 "steps_asked": float(tally.steps_asked), "evidence_gaps": float(len(gaps)),
                  "max_update_rel_err": tally.max_update_rel_err, "max_lr_rel_err": tally.max_lr_rel_err})
+
+
+def _gap_lines(gaps: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """(what is missing, with the jobs it is missing in; how to get it), one per kind and words."""
+    jobs: dict[tuple[str, str], list[str]] = {}
+    for kind, job, what in gaps:
+        jobs.setdefault((kind, what), []).append(job)
+    return [(f"{what} [{', '.join(dict.fromkeys(names))}]", HOW[kind]) for (kind, what), names in jobs.items()]
+
+
+def _clip_jobs_not_run(jobs: list[JobEvidence], tally: _Tally) -> None:
+    """A clip job the plan left out because its job without clipping gave no norm to clip at (the plan's rule:
+    `SemanticsProbe.plan`), as a gap: clipping was not checked at that world size."""
+    names = {j.name for j in jobs}
+    for job in jobs:
+        free, clipped = job_name(job.world_size, False), job_name(job.world_size, True)
+        if job.name == free and clipped not in names and clip_norm_for(job) is None:
+            tally.gap("clip job", clipped, f"{clipped} not run ({free} gave no clipping norm): clipping not checked")
 
 
 def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) -> list[Finding]:
@@ -62,10 +133,53 @@ def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) 
         return [Finding(code="job.failed", title="the wrapper could not run the truth caliber", job=job.name,
                         first_step=None, observed=job.status, size=job.failure_reason or job.status,
                         explained_by=[job.failure_reason] if job.failure_reason else [])]
+    cal = Caliber.of(job.config)
+    tally.steps_asked += cal.max_steps
     if not job.steps:
         notes.append(f"{job.name}: no step records; nothing checked")
+        tally.gap("no step", job.name, "no optimizer step was observed (the wrapper's optimizer does not fire "
+                                       "torch's global optimizer hooks)")
         return []
-    cal = Caliber.of(job.config)
+    missing: dict[str, list[int]] = {}
+    found = _judge_steps(job, cal, notes, series, tally, missing)
+    _evidence_gaps(job, cal, series.get(job.name), tally.checked.get(job.name, set()), missing, tally)
+    return found
+
+
+def _evidence_gaps(job: JobEvidence, cal: Caliber, series: dict | None, checked: set[int],
+                   missing: dict[str, list[int]], tally: _Tally) -> None:
+    """What a pass needs from one finished job with step records that it does not show: every step up to
+    max_steps checked (up to the last one taken when it took fewer: that is a finding, `steps.fewer`), and in a clip
+    job a checked update that clipping changed."""
+    if not any(job.micro.values()):
+        tally.gap("no micro-batch", job.name, "no micro-batch records (data order, windows and updates not checked)")
+    elif not _attributed(job):
+        tally.gap("sample ids", job.name, "micro-batches without sample ids (data order and windows not checked)")
+    last = min(cal.max_steps, max(int(r["step"]) for r in job.steps))
+    unchecked = [k for k in range(1, last + 1) if k not in checked]
+    if unchecked:
+        said = len(tally.gaps)
+        if not job.params:
+            tally.gap("parameters", job.name, "no parameters recorded (no update checked)")
+        else:
+            for kind, steps in missing.items():
+                if kind != "sample ids" or _attributed(job):
+                    tally.gap(kind, job.name, f"{kind} not recorded at {len(steps)} step(s) (first: step {steps[0]})")
+        if len(tally.gaps) == said:
+            tally.gap("steps", job.name, f"{len(checked)} of max_steps={cal.max_steps} steps' updates checked "
+                                         f"(first unchecked: step {unchecked[0]})")
+    if cal.grad_clip is not None and checked and not any((series or {}).get("clip_binds") or []):
+        tally.gap("clip", job.name, f"clipping at {cal.grad_clip:.6g} changed no checked update beyond the "
+                                    "tolerance (clipped and unclipped cannot be told apart)")
+
+
+def _attributed(job: JobEvidence) -> bool:
+    """Every micro-batch of every rank has its sample ids (observe.sample_ids; none unattributed)."""
+    return all(attributed([m.get("ids") or [] for m in rows if not m.get("skipped")]) for rows in job.micro.values())
+
+
+def _judge_steps(job: JobEvidence, cal: Caliber, notes: list[str], series: dict, tally: _Tally,
+                 missing: dict[str, list[int]]) -> list[Finding]:
     declared = checks.declared_lookup(job.effective)
     rows = job.steps
     found = checks.check_steps(job.name, cal, rows, declared) + checks.check_threads(job.name, job)
@@ -86,8 +200,10 @@ def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) 
     tally.max_lr_rel_err = max(tally.max_lr_rel_err, lr_err if np.isfinite(lr_err) else 0.0)
     if extra:
         notes.append(f"{job.name}: data order and windows not checked (extra forwards in the stream)")
-    elif not job.micro:
+    elif not any(job.micro.values()):
         notes.append(f"{job.name}: no micro-batch records; data order and windows not checked")
+    elif not _attributed(job):
+        notes.append(f"{job.name}: micro-batches without sample ids; data order and windows not checked")
     else:
         found += _order_and_windows(job, cal, declared, notes)
     if not job.params:
@@ -97,7 +213,7 @@ def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) 
         notes.append(f"{job.name}: updates not checked against the fp32 oracle (computed in another precision)")
         return _with_wrapper_settings(job, found)
     oracle = GradientOracle(job.config)
-    steps = observed_steps(job, oracle, notes)
+    steps = observed_steps(job, oracle, notes, missing=missing)
     updates = check_update(job.name, steps, cal, declared)
     for keep in ("first", "last") if extra and updates else ():     # the window among the extra forwards
         kept = observed_steps(job, oracle, keep=keep)
@@ -108,6 +224,7 @@ def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) 
             break
     found += updates
     series[job.name] = _series(cal, rows, steps, tally)
+    tally.checked[job.name] = {s.step for s in steps}
     return _with_wrapper_settings(job, found)
 
 
@@ -136,7 +253,8 @@ def _streams(job: JobEvidence) -> dict[int, list[tuple[int, list[int]]]]:
 
 def _series(cal: Caliber, rows: list[dict], steps: list[ObservedStep], tally: _Tally) -> dict[str, list]:
     by_step = {s.step: s for s in steps}
-    out: dict[str, list] = {"step": [], "expected_lr": [], "observed_lr": [], "update_scale": [], "cosine": []}
+    out: dict[str, list] = {"step": [], "expected_lr": [], "observed_lr": [], "update_scale": [], "cosine": [],
+                            "clip_binds": []}
     for row in sorted(rows, key=lambda r: r["step"]):
         k = int(row["step"])
         out["step"].append(k)
@@ -146,8 +264,12 @@ def _series(cal: Caliber, rows: list[dict], steps: list[ObservedStep], tally: _T
         if s is None:
             out["update_scale"].append(None)
             out["cosine"].append(None)
+            out["clip_binds"].append(None)
             continue
         exp, obs = expected_update(s, cal.grad_clip), s.delta
+        # clipping tested at this step: the clipped and unclipped updates differ beyond the tolerance
+        out["clip_binds"].append(cal.grad_clip is not None
+                                 and float(np.linalg.norm(exp - expected_update(s, None))) > s.allowance(exp))
         norm_exp, norm_obs = float(np.linalg.norm(exp)), float(np.linalg.norm(obs))
         out["update_scale"].append(norm_obs / norm_exp if norm_exp else None)
         out["cosine"].append(float(obs @ exp) / (norm_obs * norm_exp) if norm_exp and norm_obs else None)
@@ -161,7 +283,7 @@ def _same_order_under_two_seeds(jobs: list[JobEvidence], findings: list[Finding]
     """Two finished jobs of one world size with different seeds whose rank-0 streams are the same."""
     if any(f.code == "order.fixed_seed" for f in findings):
         return []
-    done = [j for j in jobs if j.status == "FINISHED" and j.micro.get(0)]
+    done = [j for j in jobs if j.status == "FINISHED" and j.micro.get(0) and _attributed(j)]
     for i, a in enumerate(done):
         for b in done[i + 1:]:
             if a.world_size != b.world_size or a.config.get("seed") == b.config.get("seed"):

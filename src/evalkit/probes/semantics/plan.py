@@ -5,8 +5,9 @@ MLP (433 parameters, no dropout), plain SGD, accumulation over 3 micro-batches i
 or 5 (world size 2) micro-batches per rank, so every epoch ends on a short window; warm-up then linear
 decay over 10 optimizer steps (2.5 epochs at world size 1, 5 at world size 2); fp32; the parameters
 recorded after every optimizer step. Per world size, one job without clipping and one with clipping at a norm
-the first job's gradients reach (their lower quartile), with another seed, so that a data order which ignores
-evalkit's seed shows as the same order under two seeds.
+that binds on most of its steps (the lowest decile of the window gradient norms of the oracle's own run at the clip
+job's seed: `oracle.clip_norm_for`), with another seed, so that a data order which ignores evalkit's seed shows as
+the same order under two seeds.
 """
 from __future__ import annotations
 

@@ -24,7 +24,9 @@ class SemanticsProbe:
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """Per world size the job without clipping first (seed s), then the one with clipping (seed s + 1) at
-        the lower quartile of the first one's window gradient norms, as the oracle computes them."""
+        the norm `oracle.clip_norm_for` gives from the first one's config: the lowest decile of the window gradient
+        norms of the oracle's own run at seed s + 1, so that clipping binds on most of the clip job's steps. A clip
+        job left out (no norm) is noted here and is an evidence gap for the judge (inconclusive, not a pass)."""
         jobs, notes = [], []
         for world in cfg.probe.world_sizes:
             free, clipped = job_name(world, False), job_name(world, True)

@@ -1,0 +1,48 @@
+"""The semantic probe's judge on recorded runs of a real wrapper (tests/fixtures/semantics/wrappers/): Ignite's
+quick start (`create_supervised_trainer`, defaults mode) cannot clip, so a run asking for clipping trains unclipped
+(its adapter says so in `known_deviations`). Recorded with
+`evalkit probe=semantics trainer=ignite trainer.mode=defaults probe.world_sizes=[1]` (pytorch-ignite 0.5.5), the
+evidence taken from the probe run's `probe/semantics_evidence.json`:
+- ignite.defaults.json.gz: the clip job at the norm the plan chooses now (oracle.clip_norm_for): the unapplied clip
+  is a finding, `clip.not_applied`, with Ignite's own way to align it;
+- ignite.defaults.quartile_clip.json.gz: the clip job at the plan's former norm (the lower quartile of the job
+  without clipping's gradient norms, another seed): clipping would have changed none of the 3 updates Ignite's
+  LR leaves nonzero, so the unapplied clip went unseen (the README's table had no clipping finding for Ignite); the
+  judge now says the clip job's evidence is missing (issue 28) instead of letting clipping pass."""
+from __future__ import annotations
+
+import json
+
+from helpers import FIXTURES, recorded_evidence
+
+from evalkit.probes.semantics.judge import judge
+
+WRAPPERS = FIXTURES / "semantics" / "wrappers"
+
+
+def judged(name: str) -> dict:
+    return json.loads(judge(recorded_evidence(WRAPPERS / f"{name}.json.gz")).to_json())
+
+
+def test_ignite_quick_start_asked_to_clip_trains_unclipped_and_the_probe_names_it():
+    result = judged("ignite.defaults")
+    found = {f["code"]: f for f in result["findings"]}
+    assert set(found) == {"lr.per_micro_batch", "order.shuffled", "clip.not_applied"}, sorted(found)
+    clip = found["clip.not_applied"]
+    assert clip["job"] == "ws1-clip" and clip["first_step"] == 1 and clip["explained_by"]
+    assert "clip_grad_norm_" in clip["knob"] and "create_supervised_trainer cannot clip" in clip["knob"]
+    assert "has no gradient clipping" in clip["declared"]           # the adapter's own words, quoted
+    assert "update 0.00x" not in clip["size"]                       # steps at LR 0 scale nothing
+    assert sum(result["series"]["ws1-clip"]["clip_binds"]) == 3      # Ignite's LR is 0 after step 3
+    assert result["figures"]["evidence_gaps"] == 0 and not result["inconclusive"]
+
+
+def test_at_the_former_clip_norm_the_unapplied_clip_is_missing_evidence_not_a_pass():
+    jobs = recorded_evidence(WRAPPERS / "ignite.defaults.quartile_clip.json.gz")
+    result = judged("ignite.defaults.quartile_clip")
+    assert "clip.not_applied" not in {f["code"] for f in result["findings"]}
+    assert not any(result["series"]["ws1-clip"]["clip_binds"])
+    clip = next(j for j in jobs if j.name == "ws1-clip").config["train"]["grad_clip"]
+    assert result["notes"][0].startswith("besides the findings, the evidence a pass requires is missing: ")
+    assert f"clipping at {clip:.6g} changed no checked update" in result["notes"][0]
+    assert result["figures"]["evidence_gaps"] == 1
