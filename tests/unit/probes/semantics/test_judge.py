@@ -4,12 +4,10 @@ ids or records are changed, and the parameters re-simulated from the planted rul
 (rounded to float32 as recorded), so that exactly one semantics differs."""
 from __future__ import annotations
 
-import copy
 from dataclasses import replace
 
 import numpy as np
 import pytest
-from helpers import FIXTURES
 
 from evalkit.probes import evidence
 from evalkit.probes.semantics.explain_order import UNIDENTIFIED_SHUFFLE, _distributed, _random_sampler
@@ -23,18 +21,6 @@ from evalkit.probes.semantics.oracle import (
     expected_windows,
     observed_micro_ids,
 )
-
-FIXTURE = str(FIXTURES / "semantics" / "baseline.json")
-
-
-@pytest.fixture(scope="module")
-def recorded() -> dict[str, evidence.JobEvidence]:
-    return {job.name: job for job in evidence.load_fixture(FIXTURE)}
-
-
-@pytest.fixture
-def jobs(recorded) -> dict[str, evidence.JobEvidence]:
-    return copy.deepcopy(recorded)
 
 
 def replant_updates(job: evidence.JobEvidence, rule=None) -> None:

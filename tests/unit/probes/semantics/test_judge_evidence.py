@@ -5,11 +5,8 @@ fails it. The recorded planted loop whose optimizer bypasses torch's optimizer h
 test_judge_planted.py (`helpers.SEMANTICS_INCONCLUSIVE`)."""
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
-from helpers import FIXTURES
 
 from evalkit.probes import evidence
 from evalkit.probes.semantics import judge as judge_module
@@ -24,18 +21,6 @@ from evalkit.probes.semantics.oracle import (
     observed_micro_ids,
     oracle_run_norms,
 )
-
-FIXTURE = str(FIXTURES / "semantics" / "baseline.json")
-
-
-@pytest.fixture(scope="module")
-def recorded() -> dict[str, evidence.JobEvidence]:
-    return {job.name: job for job in evidence.load_fixture(FIXTURE)}
-
-
-@pytest.fixture
-def jobs(recorded) -> dict[str, evidence.JobEvidence]:
-    return copy.deepcopy(recorded)
 
 
 def replant_unclipped(job: evidence.JobEvidence) -> None:
