@@ -4,7 +4,7 @@
     python scripts/record_probe_fixtures.py --probe stability      # one probe's runs only
     python scripts/record_probe_fixtures.py --probe semantics --keep /tmp/x   # and keep the scratch stores there
 
-About how long each takes on 2 cores: semantics 4 minutes, consistency 1.5, customization 1, stability 3 to 4,
+About how long each takes on 2 cores: semantics 4 minutes, consistency 1.5, customization 1, stability 6,
 functional 1, maintenance 1, performance 2.5 (its jobs are timed: record it with nothing else running).
 
 Run it when what a job records changes (a new column in the records, a new observer, a changed task, caliber or

@@ -427,7 +427,18 @@ STABILITY_RUNS = {
         "probe.long_steps=300"],
     "planted_b": UNSTABLE + [
         "+trainer.options.resume_wrongs={kill_between:no_scheduler,kill_after_ckpt:repeat_step}",
-        "+trainer.options.in_place=true", "probe.only=[kill_between,kill_after_checkpoint,kill_during_write]"],
+        "+trainer.options.in_place=true",
+        "probe.only=[kill_between,kill_after_checkpoint,kill_during_write,corrupt_flipped]"],
+    # tests/planted/quiet_loop.py (issue 28): not reproducible AND its data position lost on resume; a crash for an
+    # unrelated reason on every resume of a checkpoint copy; errors caught and sys.exit(0); a leak of about 4x the
+    # baseline's RSS slope over 3,000 steps (about 0.18 KiB a step; at 300 steps a leak that small hides in the
+    # allocator's free memory: the two long runs take about 40 s)
+    "planted_c": ["trainer._target_=quiet_loop.QuietAdapter", "trainer.name=quiet", "probe.world_sizes=[1]",
+                  "+trainer.options.jitter=0.0001", "+trainer.options.resume_wrongs={kill_between:data_restart}",
+                  "+trainer.options.unrelated_crash_on=[intact,truncated]", "+trainer.options.exit_on_error=true",
+                  "+trainer.options.leak_bytes=560",
+                  "probe.only=[kill_between,corrupt_truncated,out_of_memory,loss_error,long_run]",
+                  "probe.long_steps=3000"],
 }
 # The baseline's loop under a name of its own: the verdict has no row for the baseline (every row's reference).
 # tests/planted/swap_loop.py: fp16_mixed on CPU refused as a silent substitution (aligned) or run as fp32 (defaults).

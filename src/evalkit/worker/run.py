@@ -189,6 +189,9 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                 observer.flush()
         with contextlib.suppress(OSError):          # a full device refuses them (SpoolFull): the failure says so
             spool.flush()
+        if isinstance(exc, SystemExit):             # the exit status the wrapper asked for: evidence (issue 28)
+            with contextlib.suppress(OSError):
+                spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "system_exit": system_exit(exc)})
         with open(os.path.join(spec["spool_dir"], f"error_rank{rank}.txt"), "w") as fh:
             fh.write(f"{error_summary(exc)}\n\n{traceback.format_exc()}")
         traceback.print_exc()
@@ -215,6 +218,15 @@ def warm_up_torch() -> None:
     torch.nn.functional.gelu(layer(torch.ones(32, 64))).sum().backward()
     optimizer.step()
     del layer, optimizer
+
+
+def system_exit(exc: SystemExit) -> dict[str, Any]:
+    """What `sys.exit(code)` in the wrapper would have ended its process with, had evalkit's worker not caught it:
+    the exit status (None: 0; a message: printed, then 1) and the error it was raised while handling, if any."""
+    code = exc.code
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    during = exc.__context__
+    return {"status": status, "during": f"{type(during).__name__}: {during}"[:300] if during is not None else None}
 
 
 def error_summary(exc: BaseException, limit: int = 600) -> str:

@@ -1,4 +1,6 @@
-"""Damaged copies of a checkpoint, offered to a resume: truncated, bytes flipped, another model's.
+"""Damaged copies of a checkpoint, offered to a resume: truncated, bytes flipped, another model's; and the control,
+an intact copy of the same checkpoint (`intact`), whose resume tells a refusal of the damage from a wrapper that
+fails every resume.
 
 A copy holds every entry the source job wrote after one step (a checkpoint may be a file, a directory, or a file
 and its checksum), in a directory of its own beside the probe's jobs. The damage goes to the copy's largest file:
@@ -65,5 +67,7 @@ def prepare(kind: str, ckpt_dir: str, listing: list[dict], dest: str, at_most: i
     names = copy_step(ckpt_dir, listing, step, dest)
     if kind == "other-model":
         return f"the checkpoint of step {step} of a wider model ({', '.join(names)})"
+    if kind == "intact":
+        return f"an undamaged copy of the checkpoint of step {step} ({', '.join(names)})"
     target = largest_file(dest)
     return f"checkpoint of step {step}: " + (truncate(target) if kind == "truncated" else flip(target))

@@ -1,4 +1,9 @@
-"""The stability probe's judge: one item per fault, each pass / fail / not exercised, with its evidence."""
+"""The stability probe's judge: one item per fault, each pass / fail / not exercised, with its evidence.
+
+Every pass rests on evidence (issue 28): an item whose evidence cannot decide is not exercised, with what is
+missing and how to get it, and the headline counts both ("7/8 items, 2 not exercised: ..."). A failed item that a
+plain torch.save/torch.load loop fails alike (a checkpoint with flipped bytes: torch checks no checksum) says so in
+its outcome, its finding (`shared_with_torch`) and the headline, so the column still tells wrappers apart."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,11 +11,19 @@ from dataclasses import dataclass
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult
 from evalkit.probes.stability import plan as P
-from evalkit.probes.stability.items import LOSS_MARKERS, OOM_MARKERS, error_at_step, refused_damaged
+from evalkit.probes.stability.items import (
+    FAIL,
+    LOSS_MARKERS,
+    NOT_EXERCISED,
+    OOM_MARKERS,
+    PASS,
+    SHARED_WITH_TORCH,
+    error_at_step,
+    refused_damaged,
+)
 from evalkit.probes.stability.longrun import judge_long_run
-from evalkit.probes.stability.resume import BIT_FOR_BIT, NOT_REPRODUCIBLE, compare
+from evalkit.probes.stability.resume import BIT_FOR_BIT, compare
 
-PASS, FAIL, NOT_EXERCISED = "pass", "fail", "not exercised"
 RESUME_ITEMS = {   # item -> (kill job, resume job, title)
     "kill_between": ("kill-between", "resume-between", "SIGKILL between two checkpoints, then resume"),
     "kill_after_checkpoint": ("kill-after-ckpt", "resume-after-ckpt", "SIGKILL right after a checkpoint, then resume"),
@@ -31,6 +44,12 @@ class Item:
     jobs: list[JobEvidence]
     first_step: int | None = None
     causes: tuple[str, ...] = ()
+    shared_with_torch: bool = False     # a plain torch.save/torch.load loop fails it alike
+
+    def seen_in(self) -> str:
+        """The job the item's outcome was seen in: a resume item's resume, else its first job (the others are
+        its controls: the reference, the intact copy's resume, the baseline's long run)."""
+        return self.jobs[1].name if self.name in RESUME_ITEMS and len(self.jobs) > 1 else self.jobs[0].name
 
     def evidence(self) -> str:
         return ", ".join(f"{j.name} ({j.run_id[:8]})" for j in self.jobs)
@@ -64,12 +83,13 @@ def resume_item(name: str, jobs: dict[str, JobEvidence]) -> Item | None:
         return Item(name, title, FAIL, "the resume did not run", [killed])
     reference = jobs[P.REFERENCE_OF[resume]]
     outcome = compare(reference, jobs[resume], expected_resume_point(killed), int(P.STEPS), killed)
-    status = NOT_EXERCISED if outcome.verdict == NOT_REPRODUCIBLE else PASS if outcome.ok else FAIL
+    status = PASS if outcome.ok else FAIL if outcome.causes else NOT_EXERCISED
     return Item(name, title, status, outcome.text(), [killed, jobs[resume], reference],
                 outcome.diverged_at, tuple(outcome.causes))
 
 
-def judge(evidence: list[JobEvidence], leak_limit: float = 1024.0, log_limit: float = 100.0) -> ProbeResult:
+def judge(evidence: list[JobEvidence], leak_limit: float = P.LEAK_FLOOR, log_limit: float = P.LOG_FLOOR) -> ProbeResult:
+    """`leak_limit`, `log_limit`: the long run's floors over the baseline's slope (longrun.py)."""
     jobs = {j.name: j for j in evidence}
     items: list[Item] = []
     notes: list[str] = []
@@ -81,11 +101,14 @@ def judge(evidence: list[JobEvidence], leak_limit: float = 1024.0, log_limit: fl
         item = resume_item(name, jobs) if "reference" in jobs else None
         if item is not None:
             items.append(item)
+    intact = jobs.get(P.INTACT)
     for kind, title in CORRUPT_TITLES.items():
         job = jobs.get(P.corrupt_name(kind))
         if job is not None:
-            ok, text = refused_damaged(job, kind)
-            items.append(Item(f"corrupt_{kind.replace('-', '_')}", title, PASS if ok else FAIL, text, [job]))
+            status, text = refused_damaged(job, kind, intact)
+            items.append(Item(f"corrupt_{kind.replace('-', '_')}", title, status, text,
+                              [job] + ([intact] if intact is not None else []),
+                              shared_with_torch=status == FAIL and kind in SHARED_WITH_TORCH))
     for job_name, item, markers, what in (("oom", "out_of_memory", OOM_MARKERS, "out-of-memory error"),
                                           ("loss-error", "loss_error", LOSS_MARKERS, "error in the loss function")):
         if job_name in jobs:
@@ -93,15 +116,20 @@ def judge(evidence: list[JobEvidence], leak_limit: float = 1024.0, log_limit: fl
             title = f"{what} raised at step {P.FAULT_STEP}"
             items.append(Item(item, title, PASS if ok else FAIL, text, [jobs[job_name]]))
     if "long-run" in jobs:
-        run = judge_long_run(jobs["long-run"], leak_limit, log_limit)
-        text = "; ".join(run.problems) if run.problems else (
-            f"{run.steps_taken} steps recorded; memory {run.memory.text() if run.memory else 'not sampled'}; "
+        baseline = jobs.get(P.LONG_BASELINE)
+        run = judge_long_run(jobs["long-run"], baseline, leak_limit, log_limit)
+        base = f" (the baseline's {run.baseline_memory.text()})" if run.baseline_memory else ""
+        text = "; ".join(run.problems or run.undecided) or (
+            f"{run.steps_taken} steps recorded; memory {run.memory.text() if run.memory else 'not sampled'}{base}; "
             f"logs {run.logs.text() if run.logs else 'not sampled'}")
-        items.append(Item("long_run", f"long run of {run.steps_asked} steps", PASS if run.ok else FAIL, text,
-                          [jobs["long-run"]]))
+        items.append(Item("long_run", f"long run of {run.steps_asked} steps", run.status, text,
+                          [jobs["long-run"]] + ([baseline] if baseline is not None else [])))
         if run.memory is not None:
             figures.update(leak_kib_per_1k_steps=run.memory.per_1k, leak_low=run.memory.low,
                            leak_high=run.memory.high)
+        if run.baseline_memory is not None:
+            figures.update(baseline_leak_kib_per_1k_steps=run.baseline_memory.per_1k,
+                           baseline_leak_low=run.baseline_memory.low, baseline_leak_high=run.baseline_memory.high)
         if run.logs is not None:
             figures["log_kib_per_1k_steps"] = run.logs.per_1k
     unsafe = sorted({f for j in evidence for f in j.summary.get("unsafe_loads", [])})
@@ -112,17 +140,23 @@ def judge(evidence: list[JobEvidence], leak_limit: float = 1024.0, log_limit: fl
         figures["unsafe_loads"] = float(len(unsafe))
     failed = [i for i in items if i.status == FAIL]
     judged = [i for i in items if i.status != NOT_EXERCISED]
+    unexercised = [i for i in items if i.status == NOT_EXERCISED]
     figures.update(items_passed=float(len(judged) - len(failed)), items_total=float(len(judged)),
+                   items_not_exercised=float(len(unexercised)),
+                   items_shared_with_torch=float(sum(1 for i in failed if i.shared_with_torch)),
                    resumes_bit_for_bit=float(sum(1 for i in items if i.outcome.startswith(BIT_FOR_BIT))))
-    findings = [Finding(f"stability.{i.name}", i.title, i.jobs[-1].name if len(i.jobs) < 2 else i.jobs[1].name,
-                        i.first_step, size=i.outcome, evidence={"causes": list(i.causes),
-                                                                "runs": {j.name: j.run_id for j in i.jobs}},
+    findings = [Finding(f"stability.{i.name}", i.title, i.seen_in(), i.first_step, size=i.outcome,
+                        evidence={"causes": list(i.causes), "shared_with_torch": i.shared_with_torch,
+                                  "runs": {j.name: j.run_id for j in i.jobs}},
                         explainable=False) for i in failed]
     headline = f"{len(judged) - len(failed)}/{len(judged)} items"
+    if unexercised:
+        headline += f", {len(unexercised)} not exercised"
     if failed:
-        headline += ": " + ", ".join(i.name.replace("_", " ") for i in failed[:3]) + (" …" if len(failed) > 3 else "")
-    exercised = [i for i in items if i.status == NOT_EXERCISED]
-    notes += [f"{i.name}: not exercised, {i.outcome}" for i in exercised]
+        shown = [i.name.replace("_", " ") + (" (shared with plain torch)" if i.shared_with_torch else "")
+                 for i in failed]
+        headline += ": " + ", ".join(shown[:4]) + (" …" if len(shown) > 4 else "")
+    notes += [f"{i.name}: not exercised, {i.outcome}" for i in unexercised]
     return ProbeResult("stability", passed=bool(judged) and not failed, findings=findings, figures=figures,
                        notes=notes, headline=headline, inconclusive=not judged, sections=[table(items)])
 

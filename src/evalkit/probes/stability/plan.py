@@ -8,9 +8,14 @@ end. A checkpoint every 6 steps, validation at the same cadence, parameters reco
 Phase 1: `reference` (uninterrupted); `kill-between` (SIGKILL after step 9: between the checkpoints of steps 6 and
 12); `kill-after-ckpt` (after step 18, right after its checkpoint); `kill-in-save` (halfway through writing the
 checkpoint of step 12); `oom` and `loss-error` (at step 5); `other-model` (a wider model's checkpoint, for the
-damaged-checkpoint items); at world size 2 `reference-ws2` and `kill-ws2`; `long-run` when `probe.long_steps`.
+damaged-checkpoint items); at world size 2 `reference-ws2` and `kill-ws2`; `long-run` when `probe.long_steps`, and
+beside it `long-run-baseline`, the hand-written baseline's long run on the same settings (the trainer `baseline`, as
+the consistency and performance probes run their control arm): the wrapper's memory and log growth is judged
+against it (`longrun.py`).
 Phase 2, from phase 1's checkpoints: `resume-between`, `resume-after-ckpt`, `resume-in-save`, `resume-ws2`, and
-`corrupt-truncated`, `corrupt-flipped`, `corrupt-other-model` (resumes offered a damaged copy: `corrupt.py`).
+`corrupt-truncated`, `corrupt-flipped`, `corrupt-other-model` (resumes offered a damaged copy: `corrupt.py`), with
+their control `resume-intact` (a resume of an undamaged copy of the same checkpoint: a damaged copy's refusal counts
+only when the intact copy's resume succeeds).
 """
 from __future__ import annotations
 
@@ -37,6 +42,11 @@ OTHER_MODEL = {"task.hidden": 48, "train.max_steps": EVERY}
 RESUMES = {"resume-between": "kill-between", "resume-after-ckpt": "kill-after-ckpt",
            "resume-in-save": "kill-in-save", "resume-ws2": "kill-ws2"}
 CORRUPTIONS = ("truncated", "flipped", "other-model")
+INTACT, INTACT_KIND = "resume-intact", "intact"   # the damaged-checkpoint items' control: an undamaged copy, resumed
+LONG_BASELINE = "long-run-baseline"
+# The long run's floors (KiB per 1,000 steps) over the baseline's slope, the defaults of probe.leak_kb_per_1k_steps and
+# probe.log_kb_per_1k_steps (longrun.py: the rule and how each was calibrated).
+LEAK_FLOOR, LOG_FLOOR = 256.0, 100.0
 REFERENCE_OF = {"resume-between": "reference", "resume-after-ckpt": "reference", "resume-in-save": "reference",
                 "resume-ws2": "reference-ws2"}
 
@@ -47,12 +57,12 @@ ITEM_JOBS = {
     "kill_after_checkpoint": ("reference", "kill-after-ckpt", "resume-after-ckpt"),
     "kill_during_write": ("reference", "kill-in-save", "resume-in-save"),
     "kill_ws2": ("reference-ws2", "kill-ws2", "resume-ws2"),
-    "corrupt_truncated": ("reference", "corrupt-truncated"),
-    "corrupt_flipped": ("reference", "corrupt-flipped"),
-    "corrupt_other_model": ("other-model", "corrupt-other-model"),
+    "corrupt_truncated": ("reference", INTACT, "corrupt-truncated"),
+    "corrupt_flipped": ("reference", INTACT, "corrupt-flipped"),
+    "corrupt_other_model": ("reference", INTACT, "other-model", "corrupt-other-model"),
     "out_of_memory": ("oom",),
     "loss_error": ("loss-error",),
-    "long_run": ("long-run",),
+    "long_run": ("long-run", LONG_BASELINE),
 }
 
 
@@ -76,6 +86,7 @@ def first_phase(world_sizes: list[int], long_steps: int) -> dict[str, dict[str, 
         jobs["kill-ws2"] = {**DDP2, "faults.kill_after_step": KILL_BETWEEN}
     if long_steps:
         jobs["long-run"] = long_run_settings(long_steps)
+        jobs[LONG_BASELINE] = {**long_run_settings(long_steps), "trainer": "baseline"}
     return {name: {**CALIBER, **settings} for name, settings in jobs.items()}
 
 
@@ -91,4 +102,4 @@ def resume_settings(name: str, checkpoints: str) -> dict[str, object]:
 
 
 def corrupt_name(kind: str) -> str:
-    return f"corrupt-{kind}"
+    return INTACT if kind == INTACT_KIND else f"corrupt-{kind}"

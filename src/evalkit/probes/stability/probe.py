@@ -19,7 +19,7 @@ class StabilityProbe:
     timed = False
 
     def __init__(self):
-        self.leak_limit, self.log_limit = 1024.0, 100.0
+        self.leak_limit, self.log_limit = P.LEAK_FLOOR, P.LOG_FLOOR
 
     def task(self, cfg: DictConfig) -> str:
         return P.TASK
@@ -45,7 +45,7 @@ class StabilityProbe:
                 notes.append(f"{source}: the injected kill never fired, so {name} was not run")
                 continue
             jobs.append(PlannedJob(name, P.resume_settings(name, killed.tags.get(names.CHECKPOINT_DIR, ""))))
-        for kind in P.CORRUPTIONS:
+        for kind in (P.INTACT_KIND, *P.CORRUPTIONS):
             name = P.corrupt_name(kind)
             if name in done or (wanted is not None and name not in wanted):
                 continue
@@ -58,7 +58,8 @@ class StabilityProbe:
                 what = prepare(kind, source.tags[names.CHECKPOINT_DIR], source.summary.get("checkpoints", []),
                                dest, at_most=2 * P.EVERY)
             except (OSError, KeyError) as exc:
-                notes.append(f"{name} not run: no checkpoint to damage ({exc})")
+                notes.append(f"{name} not run: no checkpoint to {'copy' if kind == P.INTACT_KIND else 'damage'} "
+                             f"({exc})")
                 continue
             notes.append(f"{name}: {what}")
             jobs.append(PlannedJob(name, {**P.CALIBER, "resume_from": dest}))

@@ -7,6 +7,13 @@ cause: samples (data position lost), LR (scheduler state lost; wrong at the firs
 param groups, which hold the LR, were not restored), start weights (model state lost), RNG digest (RNG
 state lost), and when all of those agree, the parameters after the step (the update differs: optimizer state
 lost). Outcome: bit for bit, within tolerance, or the failure with its causes.
+
+Reproducibility (issue 28): the interrupted job is compared with the uninterrupted one up to the kill, quantity by
+quantity. Where it had already left the uninterrupted run (its parameters: the wrapper is not bitwise
+reproducible; its samples, LR or RNG digest: that quantity is not reproducible), only that quantity's comparison
+after the resume is relaxed: the resume point, the step numbers and count, and every quantity that did reproduce
+are still checked on every resume, and any cause they find fails the item. A resume with no cause whose parameters
+and loss cannot be compared is `not reproducible` (not exercised), never a pass.
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ import numpy as np
 from evalkit.probes.evidence import JobEvidence
 
 BIT_FOR_BIT, WITHIN_TOLERANCE, DIVERGED, FAILED = "bit for bit", "within tolerance", "diverged", "failed"
-NOT_REPRODUCIBLE = "not reproducible"   # the interrupted run left the reference before the kill: nothing to judge
+NOT_REPRODUCIBLE = "not reproducible"   # no cause found, but parameters and loss could not be compared
 RTOL = 1e-5          # loss and parameters: relative difference still "within tolerance"
 
 
@@ -30,10 +37,17 @@ class ResumeOutcome:
     diverged_at: int | None = None
     causes: list[str] = field(default_factory=list)
     max_param_delta: float | None = None
+    relaxed: dict[str, str] = field(default_factory=dict)   # quantity not compared -> why (not reproducible)
 
     @property
     def ok(self) -> bool:
         return self.verdict in (BIT_FOR_BIT, WITHIN_TOLERANCE) and not self.causes
+
+    @property
+    def judged(self) -> bool:
+        """A cause found, or the whole comparison made: a resume with no cause and parameters that could not be
+        compared is not exercised."""
+        return bool(self.causes) or self.verdict != NOT_REPRODUCIBLE
 
     def text(self) -> str:
         if self.verdict == FAILED:
@@ -42,8 +56,12 @@ class ResumeOutcome:
         if self.ok:
             delta = f", final weights max |Δ| {self.max_param_delta:.2g}" if self.max_param_delta else ""
             return f"{self.verdict} ({where}{delta})"
+        relaxed = f"; not compared: {'; '.join(self.relaxed.values())}" if self.relaxed else ""
+        if not self.causes:
+            return (f"{self.verdict} ({where}): the resume point, the step count and the "
+                    f"{_checked(self.relaxed)} of every step agree with the uninterrupted run{relaxed}")
         at = f" at step {self.diverged_at}" if self.diverged_at is not None else ""
-        return f"{self.verdict}{at} ({where}): " + "; ".join(self.causes)
+        return f"{self.verdict}{at} ({where}): " + "; ".join(self.causes) + relaxed
 
 
 def step_ids(job: JobEvidence, rank: int = 0) -> dict[int, list[int]]:
@@ -79,9 +97,14 @@ def compare(reference: JobEvidence, resumed: JobEvidence, expected_at: int, max_
     numbers = [int(s["step"]) for s in steps]
     out.resumed_at = numbers[0] - 1
     _resume_point(out, numbers, max_steps)
-    if killed is not None and _not_reproducible(out, reference, killed):
-        return out
+    if killed is not None:
+        out.relaxed = not_reproduced(reference, killed)
     _first_difference(out, reference, resumed, numbers, killed)
+    if out.causes:
+        return out
+    if "params" in out.relaxed:
+        out.verdict = NOT_REPRODUCIBLE
+        return out
     if out.diverged_at is None:
         exact = all(r.get("loss") == s.get("loss") for r, s in _pairs(reference, resumed, numbers))
         last = numbers[-1]
@@ -118,26 +141,50 @@ def _pairs(reference: JobEvidence, resumed: JobEvidence, numbers: list[int]):
     return [(by_step.get(n, {}), s) for n, s in zip(numbers, resumed.steps)]
 
 
-def _not_reproducible(out: ResumeOutcome, reference: JobEvidence, killed: JobEvidence) -> bool:
-    """Whether the interrupted job had left the uninterrupted run's parameters before the kill (then a difference
-    after the resume says nothing about the resume)."""
+QUANTITIES = {"ids": "samples", "lr": "LR", "rng": "RNG digest"}   # besides the parameters and the loss
+
+
+def not_reproduced(reference: JobEvidence, killed: JobEvidence) -> dict[str, str]:
+    """The quantities the interrupted job had already left the uninterrupted run's values of before the kill
+    (a difference after the resume then says nothing about the resume): quantity -> why, in words. `params`
+    stands for the parameters and the loss (the wrapper is not bitwise reproducible)."""
+    out: dict[str, str] = {}
     for step in sorted(s for s in killed.params if s in reference.params):
         if not _params_close(killed.params[step], reference.params[step]):
-            out.verdict = NOT_REPRODUCIBLE
-            out.diverged_at = step
-            out.causes.append(f"not reproducible: the interrupted run's parameters already differ from the "
-                              f"uninterrupted run's after step {step}, before any kill or resume")
-            return True
-    return False
+            out["params"] = (f"parameters and loss (not reproducible: the interrupted run's parameters already "
+                             f"differ from the uninterrupted run's after step {step}, before any kill or resume)")
+            break
+    ref_ids, kill_ids = step_ids(reference), step_ids(killed)
+    by_step = {int(s["step"]): s for s in reference.steps}
+    for row in killed.steps:
+        n = int(row["step"])
+        ref = by_step.get(n)
+        if ref is None:
+            continue
+        differs = {"ids": n in ref_ids and n in kill_ids and ref_ids[n] != kill_ids[n],
+                   "lr": ref.get("lr") is not None and row.get("lr") is not None and not _close(ref["lr"], row["lr"]),
+                   "rng": ref.get("rng") is not None and row.get("rng") is not None and ref["rng"] != row["rng"]}
+        for key, what in QUANTITIES.items():
+            if differs[key] and key not in out:
+                out[key] = (f"{what} (not reproducible: the interrupted run's {what} already differs from the "
+                            f"uninterrupted run's at step {n}, before any kill or resume)")
+    return out
+
+
+def _checked(relaxed: dict[str, str]) -> str:
+    left = [what for key, what in QUANTITIES.items() if key not in relaxed]
+    return ", ".join(left[:-1]) + (" and " if len(left) > 1 else "") + left[-1] if left else "step numbers"
 
 
 def _first_difference(out: ResumeOutcome, reference: JobEvidence, resumed: JobEvidence, numbers: list[int],
                       killed: JobEvidence | None = None) -> None:
     ref_ids, res_ids = step_ids(reference), step_ids(resumed)
     owner = {tuple(v): k for k, v in ref_ids.items()}
-    start = out.resumed_at
+    start, relaxed = out.resumed_at, out.relaxed
     written = killed.params.get(start) if killed is not None else None
-    expected = written if written is not None else reference.params.get(start)
+    # the weights its checkpoint was written from: the interrupted run's own (reproducible or not), else the
+    # uninterrupted run's (only when the parameters reproduce)
+    expected = written if written is not None else None if "params" in relaxed else reference.params.get(start)
     if expected is not None and start in resumed.params and not _params_close(resumed.params[start], expected):
         out.diverged_at = start + 1
         out.causes.append(f"model state lost: the weights it resumed with are not those after step {start}, which "
@@ -148,27 +195,29 @@ def _first_difference(out: ResumeOutcome, reference: JobEvidence, resumed: JobEv
             out.diverged_at = n
             out.causes.append(f"step {n} is past the uninterrupted run's last step")
             return
-        cause = _cause(ref, res, n, ref_ids.get(n), res_ids.get(n), owner, reference, resumed)
+        cause = _cause(ref, res, n, ref_ids.get(n), res_ids.get(n), owner, reference, resumed, relaxed)
         if cause:
             out.diverged_at = n
             out.causes.append(cause)
             return
 
 
-def _cause(ref, res, n, ref_ids, res_ids, owner, reference, resumed) -> str | None:
-    if ref_ids is not None and res_ids is not None and ref_ids != res_ids:
+def _cause(ref, res, n, ref_ids, res_ids, owner, reference, resumed, relaxed=()) -> str | None:
+    if "ids" not in relaxed and ref_ids is not None and res_ids is not None and ref_ids != res_ids:
         same = owner.get(tuple(res_ids))
         where = (f"the samples of step {same} ({'repeated' if same < n else 'skipped ahead'})" if same is not None
                  else "samples the uninterrupted run did not train on at that point")
         return f"data position lost: step {n} trained on {where}"
-    if not _close(ref.get("lr"), res.get("lr")):
+    if "lr" not in relaxed and not _close(ref.get("lr"), res.get("lr")):
         lr = f"LR {res.get('lr'):.6g} at step {n}, the uninterrupted run had {ref.get('lr'):.6g}"
         if n == int(resumed.steps[0]["step"]) and _lr_agrees_after(reference, resumed, n):
             return (f"optimizer state lost: {lr}, and the LR agrees again from the next step: the optimizer's "
                     "param groups (which hold the LR) were not restored, the scheduler's state was")
         return f"scheduler state lost: {lr}"
-    if ref.get("rng") is not None and res.get("rng") is not None and ref["rng"] != res["rng"]:
+    if "rng" not in relaxed and ref.get("rng") is not None and res.get("rng") is not None and ref["rng"] != res["rng"]:
         return f"RNG state lost: the RNG at step {n}'s first forward is not the uninterrupted run's (dropout differs)"
+    if "params" in relaxed:        # not reproducible: the loss and the update differ run to run
+        return None
     if not _close(ref.get("loss"), res.get("loss")):
         return f"the loss of step {n} differs ({res.get('loss'):.6g} vs {ref.get('loss'):.6g}) with the same " \
                "weights, samples, LR and RNG"
