@@ -66,7 +66,7 @@ def table_row(stdout: str, wrapper: str) -> dict[str, str]:
 
 
 FUNCTIONAL = f"fail (3/3 runs non-finite from step {NAN_FROM_STEP}: seeds 0,1,2)"
-CONSISTENCY = f"fail (non-finite from step {NAN_FROM_STEP} in 3/3 runs: seeds 0,1,2)"
+CONSISTENCY = f"fail (non-finite from step {NAN_FROM_STEP} in 3/3 runs: seeds 0,1,2; sweep, no probe)"
 REASON = (f"training diverged in 3/3 runs: first non-finite train loss at step {NAN_FROM_STEP} "
           f"(seed 0 step {NAN_FROM_STEP}, seed 1 step {NAN_FROM_STEP}, seed 2 step {NAN_FROM_STEP})")
 

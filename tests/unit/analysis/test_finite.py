@@ -61,7 +61,7 @@ def test_two_nan_seeds_fail_consistency_and_functional_naming_seeds_and_step():
     consistency, functional = dims["consistency"], dims["functional"]
     print(consistency.cell(), "|", functional.cell())
     assert consistency.status == "fail", consistency.cell()
-    assert consistency.figure == "non-finite from step 20 in 2/5 runs: seeds 1,3", consistency.cell()
+    assert consistency.figure == "non-finite from step 20 in 2/5 runs: seeds 1,3; sweep, no probe", consistency.cell()
     assert functional.status == "fail", functional.cell()
     assert functional.figure == "2/5 runs non-finite from step 20: seeds 1,3", functional.cell()
     reasons = "\n".join(fail_reasons(v))
@@ -85,7 +85,7 @@ def test_inf_counts_like_nan_and_different_steps_are_listed():
     runs = diverging({2}, from_step=30, value=math.inf)
     plant_nan(runs, "diverging", {4}, 12)
     dims = row(build_verdict(runs, VerdictOptions()), "diverging").dimensions
-    assert dims["consistency"].figure == "non-finite from step 12 in 2/5 runs: seeds 2,4"
+    assert dims["consistency"].figure == "non-finite from step 12 in 2/5 runs: seeds 2,4; sweep, no probe"
 
 
 def test_compare_metric_marks_the_comparison_non_finite_and_leaves_it_out_of_holm():
@@ -111,7 +111,7 @@ def test_a_diverging_baseline_is_warned_about():
 def test_synthetic_fixture_plants_a_diverging_arm():
     runs = records([ArmPlan("baseline"), ArmPlan("nan", nonfinite_seeds=(0, 2), nonfinite_from=15)])
     dims = row(build_verdict(runs, VerdictOptions()), "nan").dimensions
-    assert dims["consistency"].figure == "non-finite from step 15 in 2/5 runs: seeds 0,2"
+    assert dims["consistency"].figure == "non-finite from step 15 in 2/5 runs: seeds 0,2; sweep, no probe"
     assert all(r.tags["evalkit.val_metric_scale"] == "relative" for r in runs)
 
 
@@ -119,4 +119,4 @@ def test_one_diverging_seed_reads_in_the_singular():
     runs = records([ArmPlan("baseline"), ArmPlan("nan", nonfinite_seeds=(2,), nonfinite_from=15)])
     dims = row(build_verdict(runs, VerdictOptions()), "nan").dimensions
     assert dims["functional"].figure == "1/5 runs non-finite from step 15: seed 2"
-    assert dims["consistency"].cell() == "fail (non-finite from step 15 in 1/5 runs: seed 2)"
+    assert dims["consistency"].cell() == "fail (non-finite from step 15 in 1/5 runs: seed 2; sweep, no probe)"
