@@ -165,7 +165,9 @@ class ProbeRun:
                 names.probe_headline(dim): result.headline or None,
                 names.MLFLOW_NOTE: self.note(" · ".join(t for t in (result.status, result.headline, result.reason) if t)
                                              + f"; every finding in the artifact {names.PROBE_ARTIFACT_DIR}/{dim}.md")}
-        versions = next((j.tags for j in jobs if j.tags.get(names.WRAPPER_VERSION)), {})
+        # the wrapper's own jobs first: a probe's control arm (the baseline) carries torch's version as its own
+        mine = [j for j in jobs if j.tags.get(names.TRAINER) == self.cfg.trainer.name]
+        versions = next((j.tags for j in mine + jobs if j.tags.get(names.WRAPPER_VERSION)), {})
         for key in (names.WRAPPER_VERSION, names.TORCH_VERSION):
             tags[key] = versions.get(key)
         tracking.set_tags(client, run_id, tags)

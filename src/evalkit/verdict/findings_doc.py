@@ -1,0 +1,181 @@
+"""The findings document (docs/findings.md): what each wrapper did, as one stored evaluation measured it.
+
+Its one source is a snapshot of an evaluation's store (`docs/findings/evaluation.json`): the verdict's cells and,
+per probe, trainer and mode, the newest probe run's status, headline, figures and findings, with the versions
+they ran at. The document is rendered from the snapshot alone, so a table can only say what that evaluation
+measured, and a test checks that the committed document is the rendering of the committed snapshot: a claim
+cannot go stale silently, it goes stale with its date and versions printed above it.
+
+    python scripts/findings_tables.py snapshot --tracking-uri sqlite:///mlflow.db   # after `evalkit-eval`
+    python scripts/findings_tables.py render                                        # docs/findings.md
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+
+from evalkit import names
+from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.verdict.dimensions import DIMENSIONS
+
+SCHEMA = "evalkit.findings/1"
+PROBES = ("semantics", "functional", "stability", "consistency", "performance", "customization", "maintenance")
+FINDING_FIELDS = ("code", "title", "job", "first_step", "size", "explained_by", "knob")
+
+
+def probe_entry(tags: dict, result: ProbeResult, run_id: str) -> dict:
+    """One probe run as the snapshot keeps it: no series, no evidence, only what the document shows."""
+    return {"probe": tags.get(names.PROBE, result.dimension), "trainer": tags.get(names.TRAINER, "?"),
+            "mode": tags.get(names.MODE, "aligned"), "version": tags.get(names.WRAPPER_VERSION, "?"),
+            "torch": tags.get(names.TORCH_VERSION, "?"), "run_id": run_id, "status": result.status,
+            "headline": result.headline, "reason": result.reason, "figures": dict(sorted(result.figures.items())),
+            "findings": [{k: getattr(f, k) for k in FINDING_FIELDS} for f in result.findings]}
+
+
+def take_snapshot(client, experiment: str = "evalkit", taken: str = "") -> dict:
+    """The newest finished probe run per (probe, trainer, mode) and the newest verdict run of `experiment`; each
+    trainer's version as its newest training job recorded it."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise ValueError(f"no experiment {experiment!r} in this store: run `evalkit-eval` first")
+    query = f"tags.`{names.ROLE}` = '{names.ROLE_PROBE}' and attributes.status = 'FINISHED'"
+    newest: dict[tuple, object] = {}
+    for run in client.search_runs([exp.experiment_id], query, order_by=["attributes.start_time DESC"],
+                                  max_results=5000):
+        t = run.data.tags
+        newest.setdefault((t.get(names.PROBE), t.get(names.TRAINER), t.get(names.MODE)), run)
+    # each trainer's version as its own training jobs recorded it (a probe run's tag may be its control arm's)
+    jobs = client.search_runs([exp.experiment_id], f"tags.`{names.ROLE}` = '{names.ROLE_JOB}'",
+                              order_by=["attributes.start_time DESC"], max_results=5000)
+    versions: dict[str, str] = {}
+    for run in jobs:
+        if run.data.tags.get(names.WRAPPER_VERSION):
+            versions.setdefault(run.data.tags.get(names.TRAINER, "?"), run.data.tags[names.WRAPPER_VERSION])
+    probes, commits = [], set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for (probe, _, _), run in sorted(newest.items(), key=lambda kv: tuple(map(str, kv[0]))):
+            path = client.download_artifacts(run.info.run_id, f"{names.PROBE_ARTIFACT_DIR}/{probe}.json", tmp)
+            with open(path) as fh:
+                entry = probe_entry(run.data.tags, ProbeResult.from_json(fh.read()), run.info.run_id)
+                entry["version"] = versions.get(entry["trainer"], entry["version"])
+                probes.append(entry)
+            commits.add(run.data.tags.get("mlflow.source.git.commit", "")[:10])
+        verdicts = client.search_runs([exp.experiment_id], f"tags.`{names.ROLE}` = '{names.ROLE_VERDICT}'",
+                                      order_by=["attributes.start_time DESC"], max_results=1)
+        rows = []
+        if verdicts:
+            path = client.download_artifacts(verdicts[0].info.run_id, "verdict/verdict.json", tmp)
+            with open(path) as fh:
+                rows = [{"trainer": r["arm"]["trainer"], "mode": r["arm"]["mode"], "task": r["arm"]["task"],
+                         "caliber": r["arm"]["caliber"],
+                         "cells": {d: _cell(r["dimensions"][d]) for d in DIMENSIONS}} for r in json.load(fh)["rows"]]
+    if not probes and not rows:
+        raise ValueError(f"experiment {experiment!r} holds no finished probe run and no verdict: nothing to show")
+    return {"schema": SCHEMA, "taken": taken, "evalkit_commit": ", ".join(sorted(c for c in commits if c)) or "?",
+            "verdict": rows, "probes": probes}
+
+
+def _cell(dim: dict) -> str:
+    return f"{dim['status']} ({dim['figure']})" if dim.get("figure") else dim["status"]
+
+
+def _esc(text) -> str:
+    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(_esc(c) for c in cells) + " |"
+
+
+def render(snapshot: dict) -> str:
+    """docs/findings.md from a snapshot: a header saying where it comes from, then one section per table."""
+    if snapshot.get("schema") != SCHEMA:
+        raise ValueError(f"not a findings snapshot ({snapshot.get('schema')!r}; expected {SCHEMA})")
+    probes = snapshot["probes"]
+    versions = sorted({(p["trainer"], p["version"]) for p in probes if p["trainer"] != "baseline"})
+    torch = sorted({p["torch"] for p in probes})
+    lines = ["# What each wrapper did, as one evaluation measured it", "",
+             "<!-- generated by scripts/findings_tables.py from docs/findings/evaluation.json: do not edit -->", "",
+             f"Taken {snapshot.get('taken') or '(date not recorded)'} at evalkit {snapshot['evalkit_commit']}, torch "
+             f"{', '.join(torch) or '?'}, " + ", ".join(f"{t} {v}" for t, v in versions) + ". Every line below is "
+             "what that evaluation's probe runs and verdict recorded; a newer version of a wrapper, or of evalkit's "
+             "judges, may say otherwise: run `evalkit-eval`, then `python scripts/findings_tables.py snapshot` and "
+             "`render` to bring it up to date.", ""]
+    lines += _verdict_section(snapshot["verdict"]) + _headlines_section(probes)
+    for mode in ("defaults", "aligned"):
+        lines += _semantics_section(probes, mode)
+    lines += _long_run_section(probes)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _verdict_section(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    out = ["## The verdict", "", _row(["trainer", "mode", *DIMENSIONS]), "|" + "---|" * (2 + len(DIMENSIONS))]
+    out += [_row([r["trainer"], r["mode"], *(r["cells"][d] for d in DIMENSIONS)])
+            for r in sorted(rows, key=lambda r: (r["trainer"], r["mode"]))]
+    return out + ["", f"Task {rows[0]['task']}, caliber `{rows[0]['caliber']}`; every reason is in the report.", ""]
+
+
+def _headlines_section(probes: list[dict]) -> list[str]:
+    """Each probe's cell per trainer and mode: its status and headline."""
+    by = {(p["trainer"], p["mode"], p["probe"]): p for p in probes}
+    arms = sorted({(p["trainer"], p["mode"]) for p in probes})
+    shown = [d for d in PROBES if any(p["probe"] == d for p in probes)]
+    if not arms:
+        return []
+    out = ["## Every probe, per wrapper and mode", "", _row(["trainer", "mode", *shown]), "|" + "---|" * (2 + len(shown))]
+    for trainer, mode in arms:
+        cells = []
+        for d in shown:
+            p = by.get((trainer, mode, d))
+            cells.append("-" if p is None else p["status"] + (f": {p['headline']}" if p["headline"] else ""))
+        out.append(_row([trainer, mode, *cells]))
+    return out + [""]
+
+
+def _semantics_section(probes: list[dict], mode: str) -> list[str]:
+    rows = sorted((p for p in probes if p["probe"] == "semantics" and p["mode"] == mode), key=lambda p: p["trainer"])
+    if not rows:
+        return []
+    aligned = {p["trainer"]: {f["code"] for f in p["findings"]} for p in probes
+               if p["probe"] == "semantics" and p["mode"] == "aligned"} if mode == "defaults" else {}
+    out = [f"## The semantic probe, `{mode}` mode", "",
+           "| wrapper (version) | what differs from the baseline | why (what reproduces it) | first step (job) "
+           "| setting that aligns it |", "|---|---|---|---|---|"]
+    for p in rows:
+        head = f"{p['trainer']} ({p['version']})"
+        if not p["findings"]:
+            out.append(_row([head, "nothing: every step as the oracle's" if p["status"] == "pass"
+                             else f"{p['status']}: {p['headline'] or p['reason']}", "", "", ""]))
+        for i, f in enumerate(p["findings"]):
+            finding = Finding(**{k: f[k] for k in FINDING_FIELDS})
+            why = finding.explained_by[0] if finding.explained_by else f"unexplained ({finding.size})"
+            knob = finding.knob
+            if knob and p["trainer"] in aligned and finding.code not in aligned[p["trainer"]]:
+                knob += " (verified: aligned mode shows none)"
+            out.append(_row([head if i == 0 else "", f"`{finding.code}` {finding.title}",
+                             "" if why == finding.title else why, f"{finding.first_step} ({finding.job})", knob]))
+    return out + [""]
+
+
+def _long_run_section(probes: list[dict]) -> list[str]:
+    rows = [p for p in probes if p["probe"] == "stability" and "leak_kib_per_1k_steps" in p["figures"]]
+    if not rows:
+        return []
+    out = ["## The stability probe's long run", "", "RSS slope in KiB per 1,000 steps [95 % interval], the wrapper's "
+           "and the baseline's long run beside it in the same probe run.", "",
+           "| trainer | mode | the wrapper's slope | the baseline's |", "|---|---|---|---|"]
+    for p in sorted(rows, key=lambda p: (p["trainer"], p["mode"])):
+        fig = p["figures"]
+        out.append(_row([p["trainer"], p["mode"], _slope(fig, "leak"), _slope(fig, "baseline_leak")]))
+    return out + [""]
+
+
+def _slope(fig: dict, prefix: str) -> str:
+    """'815 [748, 882]' from the figures <prefix>_kib_per_1k_steps, <prefix>_low, <prefix>_high ('-' if absent)."""
+    if f"{prefix}_kib_per_1k_steps" not in fig:
+        return "-"
+    low, high = fig.get(f"{prefix}_low"), fig.get(f"{prefix}_high")
+    interval = f" [{low:.0f}, {high:.0f}]" if low is not None and high is not None else ""
+    return f"{fig[f'{prefix}_kib_per_1k_steps']:.0f}{interval}"
