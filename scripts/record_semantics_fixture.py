@@ -7,8 +7,9 @@
         --override +trainer.options.wrong=lr.per_epoch --world-sizes 1
 
 Runs `ws1-noclip`, then `ws1-clip` (seed 1, clipped at the lowest decile of the window gradient norms of the
-oracle's own run at that seed, `oracle.clip_norm_for`), then the same at world size 2 (gloo), each with the `evalkit` command in a scratch directory,
-reads each run back from its store (`evidence.load_job`) and writes them all with `evidence.save_fixture`.
+oracle's own run at that seed, `oracle.clip_norm_for`), then the same at world size 2 (gloo), each with the
+`evalkit` command in a scratch directory, reads each run back from its store (`evidence.load_job`) and writes
+them all with `evidence.save_fixture`.
 """
 from __future__ import annotations
 

@@ -124,7 +124,8 @@ def _headlines_section(probes: list[dict]) -> list[str]:
     shown = [d for d in PROBES if any(p["probe"] == d for p in probes)]
     if not arms:
         return []
-    out = ["## Every probe, per wrapper and mode", "", _row(["trainer", "mode", *shown]), "|" + "---|" * (2 + len(shown))]
+    out = ["## Every probe, per wrapper and mode", "", _row(["trainer", "mode", *shown]),
+           "|" + "---|" * (2 + len(shown))]
     for trainer, mode in arms:
         cells = []
         for d in shown:

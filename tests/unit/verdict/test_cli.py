@@ -60,7 +60,8 @@ def test_table_says_pass_and_fail_where_planted(full_run):
     assert rows["lightning"]["consistency"].startswith("pass (Δ"), stdout
     assert rows["lightning"]["functional"].startswith("pass"), stdout
     assert rows["lightning"]["performance"].startswith("pass"), stdout
-    assert re.match(r"fail \(Δ\+[45]\.\d+% \[.*\] \d+(\.\d+)?% CI; sweep, no probe\)", rows["accelerate"]["consistency"]), stdout
+    assert re.match(r"fail \(Δ\+[45]\.\d+% \[.*\] \d+(\.\d+)?% CI; sweep, no probe\)",
+                    rows["accelerate"]["consistency"]), stdout
     assert rows["accelerate"]["functional"] == "fail (1/6 runs failed)", stdout
     for row in rows.values():
         assert all(row[d] == "not run" for d in PROBES_NOT_BUILT), stdout

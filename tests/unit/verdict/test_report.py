@@ -67,7 +67,8 @@ def test_scenarios_file_adds_and_validates(tmp_path):
 def test_inconclusive_cells_say_how_many_seeds_would_decide():
     v = verdict_for(ArmPlan("w", seeds=(10, 11, 12), seed_sd=0.03, metric_shift=0.004))
     cell = row(v, "w").dimensions["consistency"].cell()
-    assert re.match(r"inconclusive \(Δ[+-]\d\.\d\d% \[.*\] \d+(\.\d+)?% CI; need ~\d+ seeds per arm; sweep, no probe\)", cell), cell
+    assert re.match(r"inconclusive \(Δ[+-]\d\.\d\d% \[.*\] \d+(\.\d+)?% CI; need ~\d+ seeds per arm; "
+                    r"sweep, no probe\)", cell), cell
 
 
 def test_margin_override_per_task_and_metric():
