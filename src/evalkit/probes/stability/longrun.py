@@ -123,20 +123,20 @@ def judge_long_run(job: JobEvidence, baseline: JobEvidence | None, leak_floor: f
     if memory is None:
         problems.append("too few memory samples to fit a slope (observe.memory_every)")
     elif base_memory is not None:
-        verdict = against_baseline(memory, base_memory, leak_floor)
-        if verdict == FAIL:
-            problems.append(f"memory leak: {column} grows {memory.text()}, more than {LEAK_RATIO:g}x the baseline's "
-                            f"{base_memory.text()} and more than {leak_floor:g} KiB per 1,000 steps over it")
-        elif verdict == UNDECIDED:
-            undecided.append(f"{column} grows {memory.text()} against the baseline's {base_memory.text()}: the "
-                             "intervals are too wide to tell a leak (raise probe.long_steps)")
+        _judge_growth(f"{column} grows", memory, base_memory, leak_floor, problems, undecided, "memory leak: ")
     if logs is not None and baseline is not None and baseline.status == "FINISHED":
         base = base_logs if base_logs is not None else Slope(0.0, 0.0, 0.0, 0)    # the baseline logs nothing
-        verdict = against_baseline(logs, base, log_floor)
-        if verdict == FAIL:
-            problems.append(f"log files grow {logs.text()}, more than {LEAK_RATIO:g}x the baseline's "
-                            f"{base.text()} and more than {log_floor:g} KiB per 1,000 steps over it")
-        elif verdict == UNDECIDED:
-            undecided.append(f"logs grow {logs.text()} against the baseline's {base.text()}: the intervals are "
-                             "too wide to tell (raise probe.long_steps)")
+        _judge_growth("log files grow", logs, base, log_floor, problems, undecided)
     return LongRun(len(numbers), asked, problems, memory, logs, base_memory, base_logs, undecided)
+
+
+def _judge_growth(what: str, wrapper: Slope, base: Slope, floor: float, problems: list[str], undecided: list[str],
+                  label: str = "") -> None:
+    """One growth (memory or logs) against the baseline's: a problem when it fails, a note when undecided."""
+    verdict = against_baseline(wrapper, base, floor)
+    if verdict == FAIL:
+        problems.append(f"{label}{what} {wrapper.text()}, more than {LEAK_RATIO:g}x the baseline's {base.text()} and "
+                        f"more than {floor:g} KiB per 1,000 steps over it")
+    elif verdict == UNDECIDED:
+        undecided.append(f"{what} {wrapper.text()} against the baseline's {base.text()}: the intervals are too wide "
+                         "to tell a leak (raise probe.long_steps)")
