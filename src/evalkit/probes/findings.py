@@ -105,9 +105,9 @@ class ProbeResult:
             lines += ["| # | finding | first step | job | size | explained by | align with |",
                       "|---|---|---|---|---|---|---|"]
             for i, f in enumerate(self.findings, 1):
-                lines.append(f"| {i} | {_cell(f.title)} | {'' if f.first_step is None else f.first_step} | "
-                             f"{f.job} | {_cell(f.size)} | {_cell('; '.join(f.explained_by) or UNEXPLAINED)} | "
-                             f"{_cell(f.knob)} |")
+                why = markdown_cell('; '.join(f.explained_by) or UNEXPLAINED)
+                lines.append(f"| {i} | {markdown_cell(f.title)} | {'' if f.first_step is None else f.first_step} | "
+                             f"{f.job} | {markdown_cell(f.size)} | {why} | {markdown_cell(f.knob)} |")
             lines.append("")
         for section in self.sections:
             lines += [section.rstrip(), ""]
@@ -117,5 +117,6 @@ class ProbeResult:
         return "\n".join(lines).rstrip() + "\n"
 
 
-def _cell(text: str) -> str:
+def markdown_cell(text: str) -> str:
+    """`text` safe inside a markdown table cell (pipes escaped, one line)."""
     return str(text).replace("|", "\\|").replace("\n", " ")

@@ -30,7 +30,7 @@ from evalkit.probes.consistency.steps import (
     sci,
 )
 from evalkit.probes.evidence import JobEvidence
-from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
 
 DIMENSION = "consistency"
 FAILING = (DEVIATION, NONFINITE)
@@ -279,17 +279,17 @@ def _stage3_section(others: list[FinalComparison], stepwise: dict[str, StepCompa
     for f in others:
         blocked = _cannot_run(keyed, f.switch)
         if blocked:
-            lines.append(f"| {f.switch} | - | - | not run | {_cell(blocked)} |")
+            lines.append(f"| {f.switch} | - | - | not run | {markdown_cell(blocked)} |")
             continue
         crashed = _crashed(keyed, f.switch, WRAPPER) or _crashed(keyed, f.switch, BASELINE)
         if crashed:
             who = "the wrapper" if _crashed(keyed, f.switch, WRAPPER) else "the baseline"
             lines.append(f"| {f.switch} | - | - | {_row_state(keyed, f.switch, f.outcome)} | "
-                         f"{_cell(f'{who} crashed: {_why(crashed[0])}')} |")
+                         f"{markdown_cell(f'{who} crashed: {_why(crashed[0])}')} |")
             continue
         note = "; ".join(x for x in (f.problem, f.noise_warning() and "paired spread large") if x)
-        lines.append(f"| {f.switch} | {_cell(stepwise[f.switch].text())} | {f.delta_text() or '-'} "
-                     f"{f.margin_text()} | {f.outcome} | {_cell(note)} |")
+        lines.append(f"| {f.switch} | {markdown_cell(stepwise[f.switch].text())} | {f.delta_text() or '-'} "
+                     f"{f.margin_text()} | {f.outcome} | {markdown_cell(note)} |")
     return "\n".join(lines)
 
 
@@ -308,6 +308,3 @@ def _difference(w: float | None, b: float | None, relative: bool) -> str:
         return f"{100 * (w / b - 1):+.4f}%"
     return f"{w - b:+.4g}"
 
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")

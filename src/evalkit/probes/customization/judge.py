@@ -14,7 +14,7 @@ from typing import Any
 from evalkit.probes.customization.checks import Verification, check_callback, check_loss
 from evalkit.probes.customization.plan import CALLBACK, CUSTOMIZATIONS, LOSS
 from evalkit.probes.evidence import JobEvidence
-from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
 
 # How each threshold is calibrated, one line each (shown in the result's notes).
 CALIBRATION = {
@@ -131,11 +131,10 @@ def table(sources: dict[str, Any], checks: dict[str, Verification], control: dic
         reference = control.get(name, {}).get("lines_added")
         ratio = f"{reference} ({cost['lines_added'] / reference:.2f}x)" if reference and cost.get("lines_added") \
             else (reference or "not measured")
-        lines.append(f"| {name} | {_cell(verified)} | {cost.get('lines_added', '?')} | {ratio} | "
-                     f"{_cell(', '.join(cost.get('wrapper_symbols', [])) or 'none')} | {_cell(hooks or 'none')} | "
-                     f"{_cell(', '.join(map(str, cost.get('attributes_set', []))) or 'none')} | {_cell(private)} |")
+        symbols = ", ".join(cost.get("wrapper_symbols", [])) or "none"
+        attributes = ", ".join(map(str, cost.get("attributes_set", []))) or "none"
+        cells = [markdown_cell(c) for c in (verified, symbols, hooks or "none", attributes, private)]
+        lines.append(f"| {name} | {cells[0]} | {cost.get('lines_added', '?')} | {ratio} | {cells[1]} | {cells[2]} | "
+                     f"{cells[3]} | {cells[4]} |")
     return "\n".join(lines)
 
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")

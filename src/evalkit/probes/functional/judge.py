@@ -8,7 +8,7 @@ baseline's at the same settings in the same probe run.
 from __future__ import annotations
 
 from evalkit.probes.evidence import JobEvidence
-from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
 from evalkit.probes.functional.checks import check_all
 from evalkit.probes.functional.items import ABILITIES, FAIL, NOT_CLAIMED, NOT_COUNTED, PASS, Item, log_bytes
 from evalkit.probes.functional.listing import by_step, last_checkpoint_bytes, listing, step_bytes
@@ -96,7 +96,8 @@ def _notes(jobs: dict[str, JobEvidence]) -> list[str]:
 def items_section(items: list[Item]) -> str:
     lines = ["### Items", "", "| item | result | why | job | run | evidence |", "|---|---|---|---|---|---|"]
     for i in items:
-        lines.append(f"| {i.name} | {i.status} | {_cell(i.reason)} | {i.job} | {i.run_id[:12]} | {_cell(i.source)} |")
+        lines.append(f"| {i.name} | {i.status} | {markdown_cell(i.reason)} | {i.job} | {i.run_id[:12]} | "
+                     f"{markdown_cell(i.source)} |")
     return "\n".join(lines)
 
 
@@ -109,7 +110,7 @@ def checkpoints_section(plain: JobEvidence | None, baseline: JobEvidence | None)
         b = step_bytes(theirs[step]) if step in theirs else None
         entries = ", ".join(e["name"] for e in ours.get(step, [])) or "-"
         ratio = f"{w / b:.2f}x" if w is not None and b else "-"
-        lines.append(f"| {step} | {_cell(entries)} | {_num(w)} | {_num(b)} | {ratio} |")
+        lines.append(f"| {step} | {markdown_cell(entries)} | {_num(w)} | {_num(b)} | {ratio} |")
     if not ours and not theirs:
         lines.append("| - | no checkpoint listing | - | - | - |")
     return "\n".join(lines)
@@ -118,6 +119,3 @@ def checkpoints_section(plain: JobEvidence | None, baseline: JobEvidence | None)
 def _num(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
