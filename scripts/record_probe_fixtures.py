@@ -107,7 +107,7 @@ def export(scratch: Path, out: Path) -> list[str]:
 
 
 def record_semantics(scratch: Path, out: Path) -> list[str]:
-    evalkit(scratch, "probe.world_sizes=[1]", "probe.clip=[false]", "+trainer.options.wrong=none")
+    evalkit(scratch, "probe.world_sizes=[1]", "probe.clip=[false]", "+trainer.options.wrong=none")   # SGD and AdamW
     for variants, setting in SEMANTICS_SETTINGS:
         evalkit(scratch, *setting, f"+trainer.options.wrong={','.join(variants)}")
     for old in out.glob("*.json.gz"):

@@ -294,10 +294,17 @@ SEMANTICS_WS2 = {"ddp.grad_summed": ("ddp.grad_summed", 1),
 # its optimizer steps applied by hand (torch's optimizer hooks never fire); both jobs, the clip job too.
 SEMANTICS_INCONCLUSIVE = {"evidence.silent_optimizer": "no optimizer step was observed"}
 SILENT_LOOP = "trainer._target_=silent_loop.SilentStepAdapter"
-SEMANTICS_SETTINGS = [(SEMANTICS_WS1, ["probe.world_sizes=[1]", "probe.clip=[false]"]),
-                      (SEMANTICS_WS1_BOTH_JOBS, ["probe.world_sizes=[1]"]),
-                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]"]),
-                      (SEMANTICS_INCONCLUSIVE, ["probe.world_sizes=[1]", SILENT_LOOP])]
+# The optimizer a loop builds itself (issue 29), judged from its recorded param groups: the SGD job and the AdamW job
+# (weight decay 0.1) of world size 1.
+SEMANTICS_OPTIMIZER = {"optim.other": ("optim.other", 1), "optim.hyper": ("optim.hyper", 1),
+                       "optim.unoptimized": ("optim.unoptimized", 1), "wd.skipped": ("wd.skipped", 1),
+                       "lr.per_group": ("lr.per_group", 1), "lr.warmup_from_zero": ("lr.warmup_from_zero", 1)}
+SGD_ONLY = "probe.optimizers=[sgd]"
+SEMANTICS_SETTINGS = [(SEMANTICS_WS1, ["probe.world_sizes=[1]", "probe.clip=[false]", SGD_ONLY]),
+                      (SEMANTICS_WS1_BOTH_JOBS, ["probe.world_sizes=[1]", SGD_ONLY]),
+                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]", SGD_ONLY]),
+                      (SEMANTICS_OPTIMIZER, ["probe.world_sizes=[1]", "probe.clip=[false]"]),
+                      (SEMANTICS_INCONCLUSIVE, ["probe.world_sizes=[1]", SILENT_LOOP, SGD_ONLY])]
 SEMANTICS_PLANTED = {v: expected for group, _ in SEMANTICS_SETTINGS if group is not SEMANTICS_INCONCLUSIVE
                      for v, expected in group.items()}
 RECORDED_SEMANTICS = FIXTURES / "semantics" / "planted"    # <variant>.json.gz, and none.json.gz (the correct loop)

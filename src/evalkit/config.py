@@ -169,6 +169,9 @@ class ProbeConfig:
     name: str = "none"               # none | semantics | performance | consistency | functional | stability | ...
     world_sizes: list[int] = field(default_factory=lambda: [1, 2])   # the world sizes the probe's jobs run at
     clip: list[bool] = field(default_factory=lambda: [False, True])  # semantics: jobs without / with clipping
+    # semantics: the optimizers of the truth caliber's jobs: sgd (the jobs above, per world size) and adamw (one job
+    # with weight decay at the smallest world size: the optimizer's param groups and decay)
+    optimizers: list[str] = field(default_factory=lambda: ["sgd", "adamw"])
     repeats: int = 5                 # performance: jobs per arm and model width, baseline and wrapper alternating
     widths: list[int] = field(default_factory=lambda: [256, 512])    # performance: the model widths (task.hidden)
     steps: int = 60                  # performance: optimizer steps timed per job (after observe.warmup_steps)
@@ -330,6 +333,10 @@ def _probe_problems(cfg: DictConfig) -> list[str]:
     if probe is None or probe.name == "none":
         return []
     problems = ["probe.clip=[] runs no job: e.g. probe.clip=[false,true]"] if not probe.clip else []
+    odd = [o for o in probe.get("optimizers", []) if o not in ("sgd", "adamw")]
+    if odd or not probe.get("optimizers", ["sgd"]):
+        problems.append(f"probe.optimizers={list(probe.get('optimizers', []))}: choose among sgd, adamw "
+                        "(e.g. probe.optimizers=[sgd,adamw])")
     unknown = [s for s in probe.switches if s not in SWITCHES]
     if unknown:
         problems.append(f"probe.switches: {', '.join(map(str, unknown))} is not a switch: choose among "

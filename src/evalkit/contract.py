@@ -44,6 +44,32 @@ class Precision:
         return torch.autocast(device.type, dtype=self.autocast_dtype)
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """The optimizer and LR schedule the run asks for (`train.*`), for a defaults adapter whose quick start lets
+    the wrapper build them from its own arguments (`TrainingArguments(learning_rate=..., optim=...)`): evalkit
+    translates these, and only these, so every setting the run leaves open keeps the wrapper's default."""
+
+    optimizer: str = "adamw"              # adamw | adam | sgd
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    momentum: float = 0.9                 # sgd
+    betas: tuple[float, float] = (0.9, 0.999)
+    schedule: str = "cosine"              # constant | linear | cosine
+    warmup_steps: int = 5
+    min_lr_ratio: float = 0.0
+
+    @classmethod
+    def of(cls, train: Any) -> "Recipe":
+        """From a `train` config (a key it lacks keeps the field's default)."""
+        d = cls()
+        betas = train.get("betas", d.betas)
+        return cls(str(train.get("optimizer", d.optimizer)), float(train.get("lr", d.lr)),
+                   float(train.get("weight_decay", d.weight_decay)), float(train.get("momentum", d.momentum)),
+                   (float(betas[0]), float(betas[1])), str(train.get("schedule", d.schedule)),
+                   int(train.get("warmup_steps", d.warmup_steps)), float(train.get("min_lr_ratio", d.min_lr_ratio)))
+
+
 def no_value_sink(name: str, value: float) -> None:
     """Where `TrainJob.log_value` goes outside a worker (a TrainJob built by hand): nowhere."""
 
@@ -75,6 +101,7 @@ class TrainJob:
     # A value the adapter's own code reports (a custom callback's, say): recorded with the number of optimizer
     # steps evalkit had observed at the call, as `records/values_rank0.csv` and a metric of that name.
     log_value: Callable[[str, float], None] = no_value_sink
+    recipe: Recipe = Recipe()       # what make_optimizer / make_scheduler build, as settings
 
     @property
     def distributed(self) -> bool:
@@ -195,14 +222,48 @@ def distribution_versions(*names: str) -> dict[str, str]:
     return out
 
 
+OWNED = ("model", "data", "observation")     # what evalkit may own in a quick start (`Departure.owns`)
+
+
+@dataclass(frozen=True)
+class QuickStartPage:
+    """A documentation page that defaults mode follows line for line: its address and the wrapper version whose
+    documentation it is (the installed one)."""
+
+    address: str
+    version: str
+    follows: str = ""        # which part of the page, when it has several
+
+
+@dataclass(frozen=True)
+class Departure:
+    """Where defaults mode departs from its quick start: `what` differs, `why` evalkit must own it, and which
+    of `OWNED` it is. A departure that changes training semantics (a sampler, a loss division, a clip setting, an
+    optimizer, an extra validation) is not one of these and is not allowed."""
+
+    what: str
+    why: str
+    owns: str
+
+    def __post_init__(self) -> None:
+        if self.owns not in OWNED:
+            raise ValueError(f"a quick-start departure may only concern {OWNED}, not {self.owns!r}: {self.what}")
+
+
 class WrapperAdapter:
     """The part every bundled adapter shares: the mode, the options, `versions()` from `distributions`, and
     `effective_config()` from the `self._effective` report that `fit` fills in. Subclasses add `fit`. Whether
     the wrapper is installed is the trainer config's to say (`requires`, `extra`; see `evalkit.trainers`),
-    checked by the controller before launch and by the worker before it constructs the adapter."""
+    checked by the controller before launch and by the worker before it constructs the adapter.
+
+    Defaults mode is the wrapper's documented quick start: `quick_start` cites the pages it follows and
+    `departures` lists, once, each place where evalkit owns something the page writes otherwise; both land in the
+    effective config (`quick_start`, `departures`) of every defaults job."""
 
     distributions: tuple[str, ...] = ("torch",)
     preload_modules: tuple[str, ...] = ()       # the wrapper's modules `fit` imports (see `preload`)
+    quick_start: tuple[QuickStartPage, ...] = ()
+    departures: tuple[Departure, ...] = ()
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         self.mode = check_mode(mode)
@@ -218,4 +279,8 @@ class WrapperAdapter:
             importlib.import_module(module)
 
     def effective_config(self) -> dict[str, Any]:
-        return jsonable(self._effective)
+        report = dict(self._effective)
+        if self.mode == "defaults":
+            report["quick_start"] = [vars(page) for page in self.quick_start]
+            report["departures"] = [vars(d) for d in self.departures]
+        return jsonable(report)

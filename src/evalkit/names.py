@@ -109,6 +109,7 @@ PROBE_ARTIFACT_DIR = "probe"   # probe/<dim>.json (every finding), probe/<dim>.m
 # --- artifacts -----------------------------------------------------------------------------------------------
 STEPS_CSV_NAME, VAL_CSV_NAME, MICRO_CSV_NAME = "steps_rank0.csv", "val_rank0.csv", "micro_rank0.csv"
 PARAMS_CSV_NAME = "params_rank0.csv"
+OPTIMIZER_JSON_NAME = "optimizer_rank0.json"   # the optimizer stepped: class, param groups, hyperparameters
 MEMORY_CSV_NAME = "memory_rank0.csv"   # observe.memory_every: RSS (CUDA memory) and log bytes through the run
 MEMORY_COLUMNS = ["step", "rss", "log_bytes", "cuda_allocated", "nvml_used"]
 VALUES_CSV_NAME = "values_rank0.csv"   # values an adapter reported through `TrainJob.log_value` (e.g. a callback's)

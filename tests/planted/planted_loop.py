@@ -52,6 +52,13 @@ WRONGS: dict[str, str] = {
     "steps.fewer": "one optimizer step fewer than max_steps",
     "precision.mismatch": "autocast bfloat16 although fp32 was asked",
     "unexplained": "every update scaled by 0.9",
+    # the optimizer the loop builds itself, as wrappers that build theirs from arguments do (issue 29)
+    "optim.other": "torch.optim.Adam (weight decay coupled) whatever optimizer the run names",
+    "optim.hyper": "the run's optimizer with other hyperparameters (SGD momentum 0.9, Adam betas (0.9, 0.95))",
+    "optim.unoptimized": "the last layer's bias left out of the optimizer",
+    "wd.skipped": "two param groups, biases without weight decay (the transformers Trainer's grouping)",
+    "lr.per_group": "two param groups, the biases' LR twice the others'",
+    "lr.warmup_from_zero": "the 'linear schedule with warmup' convention: LR factor step/warmup, 0 at step 1",
 }
 UNASKED_CLIP_NORM = 0.5
 UNASKED_WEIGHT_DECAY = 0.01
@@ -118,7 +125,7 @@ class PlantedAdapter(WrapperAdapter):
         model = job.task.model.to(device)
         net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
             if job.distributed else model
-        optimizer = job.make_optimizer(model.parameters())
+        optimizer = self._optimizer(job, model)
         scheduler = self._scheduler(job, optimizer)
         scaler = torch.amp.GradScaler(device.type, enabled=job.precision.grad_scaler) \
             if self.wrong != "clip.before_unscale" else \
@@ -161,7 +168,31 @@ class PlantedAdapter(WrapperAdapter):
         if job.distributed:
             dist.barrier()
 
+    def _optimizer(self, job: TrainJob, model: torch.nn.Module) -> torch.optim.Optimizer:
+        """The job's optimizer, or for an `optim.*`, `wd.skipped` or `lr.per_group` variant the planted one."""
+        recipe, named = job.recipe, list(model.named_parameters())
+        if self.wrong == "optim.other":
+            return torch.optim.Adam(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+        if self.wrong == "optim.hyper":
+            if recipe.optimizer == "sgd":
+                return torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=0.9,
+                                       weight_decay=recipe.weight_decay)
+            return torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
+                                     weight_decay=recipe.weight_decay)
+        if self.wrong == "optim.unoptimized":
+            return job.make_optimizer([p for _, p in named[:-1]])
+        if self.wrong in ("wd.skipped", "lr.per_group"):
+            optimizer = job.make_optimizer([p for n, p in named if not n.endswith("bias")])
+            extra = {"weight_decay": 0.0} if self.wrong == "wd.skipped" else {"lr": 2 * recipe.lr}
+            optimizer.add_param_group({"params": [p for n, p in named if n.endswith("bias")], **extra})
+            return optimizer
+        return job.make_optimizer(model.parameters())
+
     def _scheduler(self, job: TrainJob, optimizer: torch.optim.Optimizer):
+        if self.wrong == "lr.warmup_from_zero":
+            right = job.make_scheduler(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)).lr_lambdas[0]
+            return torch.optim.lr_scheduler.LambdaLR(
+                optimizer, lambda s: s / right.warmup_steps if s < right.warmup_steps else right(s))
         if self.wrong != "lr.warmup_unit":
             return job.make_scheduler(optimizer)
         # The job's schedule, read off a scheduler built on a throw-away optimizer, its lengths in micro-batches.

@@ -8,6 +8,7 @@ once, in one line (the shipper retries every flush interval; MLflow's own error 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import sys
 from collections import defaultdict
@@ -30,7 +31,7 @@ from evalkit.spool import SpoolTail
 from evalkit.tasks.finalizers import FINALIZERS
 
 STEP_COLUMNS = ["step", "loss", "lr", "grad_norm", "step_time_s", "loss_scale", "micro_batches", "samples",
-                "loss_calls", "sched_steps", "validated_before", "wall", "rng"]
+                "loss_calls", "sched_steps", "validated_before", "wall", "rng", "lr_groups"]
 MICRO_COLUMNS = ["step", "i", "n", "train_mode", "grad", "dtype", "loss", "ids"]
 
 
@@ -58,6 +59,7 @@ class Shipper:
         self.micro: dict[int, list[dict]] = defaultdict(list)   # rank -> micro-batch records
         self.val: dict[int, dict[int, dict]] = defaultdict(dict)   # step -> rank -> record
         self.params: list[dict] = []
+        self.optimizers: list[dict] = []     # rank 0's optimizer records (observe/optimizer_groups.py)
         self.memory: list[dict] = []
         self.values: list[dict] = []       # TrainJob.log_value calls (rank 0)
         self._val_shipped: set[int] = set()
@@ -118,6 +120,8 @@ class Shipper:
             self._queue.append(metric(names.TRAIN_SKIPPED, self.skipped, record["after_step"], record.get("wall")))
         elif kind == "params":
             self.params.append(record)
+        elif kind == "optimizer":
+            self.optimizers.append(record)
         elif kind == "value":
             self.values.append(record)
             if record.get("value") is not None and record["step"] > self.shipped_through:
@@ -144,8 +148,9 @@ class Shipper:
 
     def write_csvs(self, out_dir: str, metric_name: str) -> list[str]:
         os.makedirs(out_dir, exist_ok=True)
-        steps = [{**r, "step_time_s": r.get("dt"),
-                  "lr": (r.get("lr") or [None])[0]} for r in self.steps]
+        steps = [{**r, "step_time_s": r.get("dt"), "lr": (r.get("lr") or [None])[0],
+                  "lr_groups": " ".join(f"{float(v):.17g}" for v in r["lr"]) if len(r.get("lr") or []) > 1 else ""}
+                 for r in self.steps]
         val = [{"step": v["step"], "loss": v.get("loss"), metric_name: v.get("value"),
                 "samples": v.get("count"), "ranks": v.get("ranks"), "unattributed": v.get("unattributed"),
                 "batches": v.get("batches"), "train_mode_batches": v.get("train_mode")}
@@ -161,6 +166,11 @@ class Shipper:
             paths.append(_write_csv(os.path.join(out_dir, names.PARAMS_CSV_NAME),
                                     [{"step": p["step"], "values": " ".join(f"{v:.9g}" for v in p["values"])}
                                      for p in self.params], ["step", "values"]))
+        if self.optimizers:
+            path = os.path.join(out_dir, names.OPTIMIZER_JSON_NAME)
+            with open(path, "w") as fh:
+                json.dump([{k: v for k, v in r.items() if k != "kind"} for r in self.optimizers], fh, indent=1)
+            paths.append(path)
         if self.memory:
             paths.append(_write_csv(os.path.join(out_dir, names.MEMORY_CSV_NAME), self.memory, names.MEMORY_COLUMNS))
         if self.values:

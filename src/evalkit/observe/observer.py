@@ -8,6 +8,7 @@ the collectors that record from it, in the order below. Each collector owns one 
 - `steps.py`: micro-batch, step and skip records: LR, loss scale, scheduler steps, gradient norm, losses
   (loss forward hook, optimizer step pre/post hooks, `GradScaler.update`);
 - `validation.py`: validation metrics from no-grad forwards (model forward hook);
+- `optimizer_groups.py`: the optimizer's class, param groups and hyperparameters (optimizer step pre hook);
 - `timing.py`: step clocks and throughput; `memory.py`: peak memory after warm-up; `params.py`: the
   parameters after each step (optimizer step post hook);
 - `ckpt_watch.py`: the checkpoint entries written after each step; `memory_samples.py`: RSS and log bytes every
@@ -37,6 +38,7 @@ from evalkit.observe.hooks import Hooks, first_tensor
 from evalkit.observe.light_steps import LightStepRecords
 from evalkit.observe.memory import PeakMemory
 from evalkit.observe.memory_samples import MemorySamples
+from evalkit.observe.optimizer_groups import OptimizerGroups
 from evalkit.observe.params import ParamRecords
 from evalkit.observe.samples import DeferredIds, SampleIds
 from evalkit.observe.steps import StepRecords
@@ -82,6 +84,7 @@ class Observer:
         self.clock = StepClock(device, warmup_steps)
         self.memory = PeakMemory(device, import_rss)
         self.params = ParamRecords(task.model, spool) if record_params and not timing else None
+        self.optimizer = OptimizerGroups(task.model, spool) if not timing else None
         self._start_params: list[float] | None = None     # a resumed job's parameters at its first forward
         self._resuming = resuming
         self.ckpts = CheckpointWatch(ckpt_dir) if ckpt_dir and not timing else None
@@ -117,7 +120,7 @@ class Observer:
         self._hooks = Hooks(model, compute_layer(model), self.task.loss_fn,
                             on_compute_layer=self.dtypes.on_compute_layer, on_forward_pre=self._on_forward_pre,
                             on_forward=self._on_forward, on_loss=self.steps.on_loss,
-                            on_step_pre=self.steps.on_step_pre, on_step_post=self._on_step_post,
+                            on_step_pre=self._on_step_pre, on_step_post=self._on_step_post,
                             on_scaler_update=self.steps.on_scaler_update)
         return self
 
@@ -165,6 +168,10 @@ class Observer:
         elif out is not None:
             self.samples.on_forward_pre(args, kwargs, False)
             self.validation.add(module, out, self.samples.take())
+
+    def _on_step_pre(self, optimizer, args, kwargs) -> None:
+        self.steps.on_step_pre(optimizer, args, kwargs)
+        self.optimizer.on_step_pre(optimizer, self.steps.step + 1)
 
     def _on_step_post(self, optimizer, args, kwargs) -> None:
         self.validation.flush(self.steps.step)

@@ -1,8 +1,8 @@
 """A probe job's stored records, read back from the tracking store: the only input a judge gets.
 
-Everything here comes from the child run's artifacts and tags (`records/*.csv`, `config/resolved.yaml`,
-`evalkit/effective_config.json`, `evalkit/summary_rank0.json`), never from the worker's memory: a judge sees
-what a user of the store could see. `to_json`/`from_json` keep a job's evidence as a test fixture.
+Everything here comes from the child run's artifacts and tags (`records/*.csv`, `records/*.json`,
+`config/resolved.yaml`, `evalkit/effective_config.json`, `evalkit/summary_rank0.json`), never from the worker's
+memory: a judge sees what a user of the store could see. `to_json`/`from_json` keep a job's evidence as a test fixture.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class JobEvidence:
     summary: dict[str, Any] = field(default_factory=dict)            # rank 0's summary
     memory: list[dict[str, Any]] = field(default_factory=list)       # observe.memory_every samples (rank 0)
     values: list[dict[str, Any]] = field(default_factory=list)       # TrainJob.log_value calls (rank 0)
+    optimizer: list[dict[str, Any]] = field(default_factory=list)    # the optimizer stepped, per change (rank 0)
 
     @property
     def failure_reason(self) -> str:
@@ -125,6 +126,8 @@ def load_job(client, run_id: str, name: str) -> JobEvidence:
         evidence.memory = parse_rows(memory) if memory else []
         values = text(names.RECORDS_DIR, names.VALUES_CSV_NAME)
         evidence.values = parse_rows(values) if values else []
+        optimizer = text(names.RECORDS_DIR, names.OPTIMIZER_JSON_NAME)
+        evidence.optimizer = json.loads(optimizer) if optimizer else []
         effective, summary = text("evalkit", "effective_config.json"), text("evalkit", "summary_rank0.json")
         evidence.effective = json.loads(effective) if effective else {}
         evidence.summary = json.loads(summary) if summary else {}

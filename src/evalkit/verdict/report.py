@@ -153,6 +153,8 @@ def _semantic_findings(runs: list[RunRecord]) -> list[Block]:
         if findings:
             out.append(Block("table", headers=FINDING_HEADERS,
                              rows=[_finding_row(i, f) for i, f in enumerate(findings, start=1)]))
+        for section in result.get("sections") or []:      # defaults mode: the quick start and its departures
+            out += markdown_blocks(str(section))
         notes = [_value(n) for n in result.get("notes") or [] if _value(n)]
         if notes:
             out.append(Block("list", rows=[[n] for n in notes]))

@@ -24,7 +24,15 @@ from hydra.utils import get_class, get_method
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
-from evalkit.contract import Adapter, AdapterUnavailable, NotAnAdapter, Precision, TrainJob, not_an_adapter
+from evalkit.contract import (
+    Adapter,
+    AdapterUnavailable,
+    NotAnAdapter,
+    Precision,
+    Recipe,
+    TrainJob,
+    not_an_adapter,
+)
 from evalkit.observe.deprecations import DeprecationRecorder
 from evalkit.observe.memory import current_rss
 from evalkit.observe.observer import Observer
@@ -107,7 +115,7 @@ def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, 
         ckpt_every=train.ckpt_every, ckpt_dir=spec["ckpt_dir"], resume_from=spec.get("resume_from"),
         seed=cfg.seed, rank=int(os.environ.get("RANK", 0)), world_size=int(os.environ.get("WORLD_SIZE", 1)),
         local_rank=int(os.environ.get("LOCAL_RANK", 0)), mode=cfg.trainer.mode, num_workers=train.num_workers,
-        **({"log_value": log_value} if log_value is not None else {}),
+        recipe=Recipe.of(train), **({"log_value": log_value} if log_value is not None else {}),
     )
 
 

@@ -87,3 +87,38 @@ def test_skipped_fp16_step_is_recorded_not_merged_into_the_next(tmp_path, deferr
     assert step["step"] == 1 and step["micro_batches"] == 1 and step["loss_scale"] == 2.0**15
     assert [r.get("skipped", False) for r in records if r["kind"] == "micro"] == [True, False]
     assert [r["ids"] for r in records if r["kind"] == "micro"] == [list(range(8))] * 2
+
+
+def test_the_optimizer_stepped_is_recorded_with_its_groups_and_again_when_they_change(tmp_path):
+    """The optimizer record (issue 29): its class, each group's parameters by the model's names and hyperparameters
+    (not the LR, which the step records carry per group), the model's parameters in no group; a new record only when
+    something but the LR changes."""
+    task = _task()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0).attach()
+    named = list(task.model.named_parameters())
+    weights = [p for n, p in named if n.endswith("weight")]
+    biases = [p for n, p in named if n.endswith("bias")][:-1]           # the last bias in no group
+    opt = torch.optim.AdamW([{"params": weights}, {"params": biases, "weight_decay": 0.0}], lr=0.1,
+                            weight_decay=0.05, betas=(0.9, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
+    x, y = task.train_set.tensors
+    for step in range(3):
+        task.loss_fn(task.model(x[:8]), y[:8]).backward()
+        if step == 2:
+            opt.param_groups[1]["weight_decay"] = 0.01
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+    observer.finish()
+    records = [r for r in _records(tmp_path) if r["kind"] == "optimizer"]
+    assert [r["step"] for r in records] == [1, 3]             # the LR changed at every step, the decay at step 3
+    first = records[0]
+    assert (first["class"], first["module"], first["foreign"]) == ("AdamW", "torch.optim.adamw", 0)
+    assert first["groups"][0]["params"] == [n for n, _ in named if n.endswith("weight")]
+    assert first["groups"][1]["params"] == [n for n, _ in named if n.endswith("bias")][:-1]
+    assert [g["weight_decay"] for g in first["groups"]] == [0.05, 0.0]
+    assert first["groups"][0]["betas"] == [0.9, 0.95] and "lr" not in first["groups"][0]
+    assert first["unoptimized"] == [named[-1][0]]
+    assert records[1]["groups"][1]["weight_decay"] == 0.01
+    steps = [r for r in _records(tmp_path) if r["kind"] == "step"]
+    assert steps[1]["lr"] == [0.05, 0.05]                     # each group's LR

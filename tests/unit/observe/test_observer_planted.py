@@ -54,6 +54,7 @@ class Run:
     params: list[torch.Tensor]      # after each step
     summary: dict
     effective: dict
+    optimizer: list[dict]           # the optimizer records (class, param groups)
 
     def ids(self) -> list[list[int]]:
         """Every training micro-batch's sample ids, in order."""
@@ -79,7 +80,7 @@ def _run(spool: str, adapter, seed: int = 0, grad_clip: float | None = None) -> 
     micros = [[m for m in records if m["kind"] == "micro" and m["step"] == s["step"]] for s in steps]
     params = [torch.tensor(r["values"]) for r in records if r["kind"] == "params"]
     return Run(steps, micros, [r for r in records if r["kind"] == "val"], params, summary,
-               adapter.effective_config())
+               adapter.effective_config(), [r for r in records if r["kind"] == "optimizer"])
 
 
 @pytest.fixture(scope="module")
@@ -352,6 +353,47 @@ def check_unexplained(run):
     assert r.steps[0]["grad_norm"] == pytest.approx(0.9 * base.steps[0]["grad_norm"], rel=1e-6)
 
 
+def _names(run_: Run, ending: str) -> list[str]:
+    return [n for g in run_.optimizer[0]["groups"] for n in g["params"] if n.endswith(ending)]
+
+
+def check_optim_other(run):
+    (record,) = run("optim.other").optimizer
+    assert (record["class"], run("baseline").optimizer[0]["class"]) == ("Adam", "SGD")
+
+
+def check_optim_hyper(run):
+    (record,) = run("optim.hyper").optimizer
+    assert record["class"] == "SGD" and record["groups"][0]["momentum"] == 0.9
+    assert run("baseline").optimizer[0]["groups"][0]["momentum"] == 0.0
+
+
+def check_optim_unoptimized(run):
+    (record,) = run("optim.unoptimized").optimizer
+    last = run("baseline").optimizer[0]["groups"][0]["params"][-1]
+    assert record["unoptimized"] == [last] == ["4.bias"] and run("baseline").optimizer[0]["unoptimized"] == []
+
+
+def check_wd_skipped(run):
+    (record,) = run("wd.skipped").optimizer
+    weights, biases = record["groups"]
+    assert all(n.endswith("weight") for n in weights["params"]) and biases["params"] == _names(run("baseline"), "bias")
+    assert biases["weight_decay"] == 0.0
+
+
+def check_lr_per_group(run):
+    r = run("lr.per_group")
+    expected = [[lr_after(k), 2 * lr_after(k)] for k in range(MAX_STEPS)]
+    assert [lr for s in r.steps for lr in s["lr"]] == pytest.approx([lr for pair in expected for lr in pair], rel=1e-12)
+
+
+def check_lr_warmup_from_zero(run):
+    r = run("lr.warmup_from_zero")
+    warmup = TRAIN["warmup_steps"]
+    expected = [TRAIN["lr"] * k / warmup if k < warmup else lr_after(k) for k in range(MAX_STEPS)]
+    assert [s["lr"][0] for s in r.steps] == pytest.approx(expected, rel=1e-12) and r.steps[0]["lr"][0] == 0.0
+
+
 CHECKS: dict[str, Callable] = {
     "none": check_none,
     "lr.per_micro_batch": check_lr_per_micro_batch, "lr.per_epoch": check_lr_per_epoch,
@@ -368,6 +410,9 @@ CHECKS: dict[str, Callable] = {
     "val.train_mode": check_val_train_mode, "val.cadence": check_val_cadence,
     "steps.extra": check_steps_extra, "steps.fewer": check_steps_fewer,
     "precision.mismatch": check_precision_mismatch, "unexplained": check_unexplained,
+    "optim.other": check_optim_other, "optim.hyper": check_optim_hyper, "optim.unoptimized": check_optim_unoptimized,
+    "wd.skipped": check_wd_skipped, "lr.per_group": check_lr_per_group,
+    "lr.warmup_from_zero": check_lr_warmup_from_zero,
 }
 
 

@@ -14,7 +14,8 @@ KEYWORDS = {                          # code prefix -> words a known_deviations 
     "window": ("window", "accumul", "epoch end", "last batch"), "clip": ("clip",), "wd": ("decay",),
     "ddp": ("ddp", "rank", "reduc"), "order": ("order", "sampler", "shuffl"), "val": ("validat",),
     "forward": ("sanity", "validat", "forward"), "steps": ("max_steps", "steps"), "precision": ("precision", "dtype"),
-    "micro": ("train mode", "eval"), "update": ("update", "optimi"),
+    "micro": ("train mode", "eval"), "update": ("update", "optimi"), "optim": ("optimi",),
+    "batch": ("drop_last", "last batch", "incomplete"),
 }
 
 

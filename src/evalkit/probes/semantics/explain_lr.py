@@ -50,7 +50,7 @@ def lr_candidates(cal: Caliber, rows: list[dict], windows: list[Window]) -> list
          lambda k: cal.lr_at(k)),
         ("lr.warmup_off_by_one", "the LR of step k computed from k-2 completed steps instead of k-1 "
          "(one behind: step 1 at LR 0)", lambda k: cal.lr_at(k - 2)),
-        ("lr.warmup_off_by_one", "a warm-up that starts at LR 0 (step/warmup, lr 0 at step 1), the decay "
+        ("lr.warmup_from_zero", "a warm-up that starts at LR 0 (step/warmup, lr 0 at step 1), the decay "
          "unchanged (the common 'linear schedule with warmup' convention)",
          lambda k: cal.lr_at(k - 2) if k - 1 < cal.warmup_steps else cal.lr_at(k - 1)),
     ]

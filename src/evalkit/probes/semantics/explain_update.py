@@ -3,10 +3,12 @@ float64 micro-batch gradients, the observed LR and parameters; a model explains 
 reproduces it within the oracle's allowance at EVERY checked step, with one set of constants (one clip norm,
 one decay).
 
-A model is four choices: how the window's micro-batch losses are divided (by the window's size: expected; by
-grad_accum; not at all), how ranks combine (mean: expected; sum), clipping (as asked; an unasked norm inferred
-from |Δ|/lr where it binds; per micro-batch; on loss-scaled gradients), and weight decay (none: expected;
-coupled or LR-independent, estimated by least squares from the residual).
+The optimizer itself is the one the wrapper stepped (`update_rule`, replayed over the steps in order); a model is
+four choices about the gradient it is handed and the decay: how the window's micro-batch losses are divided (by the
+window's size: expected; by grad_accum; not at all), how ranks combine (mean: expected; sum; not at all, rank 0 on
+its own gradient), clipping (as asked; an unasked norm inferred where it binds; per micro-batch; on loss-scaled
+gradients), and weight decay (none: expected; coupled or LR-independent, estimated by least squares from the
+residual).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from evalkit.probes.findings import Finding
 from evalkit.probes.semantics.oracle import Caliber, ObservedStep, clip
+from evalkit.probes.semantics.update_rule import Group, UpdateRule
 
 CLIP_OFF_KNOB = "gradient clipping off (max_grad_norm=0 / gradient_clip_val=None)"
 
@@ -24,7 +27,7 @@ CLIP_OFF_KNOB = "gradient clipping off (max_grad_norm=0 / gradient_clip_val=None
 @dataclass(frozen=True)
 class Model:
     division: str = "window"     # window | accum | none
-    reduce: str = "mean"         # mean | sum
+    reduce: str = "mean"         # mean | sum | local
     clip: str = "asked"          # asked | unasked | none | micro_each | micro_contribution | micro_running
     #                              | before_unscale
     norm: float | None = None    # the clip norm in effect (asked, or inferred)
@@ -36,7 +39,8 @@ class Model:
         return sum([self.division != "window", self.reduce != "mean", self.clip != "asked", self.decay != "none"])
 
 
-def predict(step: ObservedStep, model: Model, accum: int) -> np.ndarray:
+def window_gradient(step: ObservedStep, model: Model, accum: int) -> np.ndarray:
+    """The gradient the optimizer is handed under `model`'s division, reduction and clipping."""
     per_rank = []
     for gs in step.grads.values():
         d = {"window": len(gs), "accum": accum, "none": 1}[model.division]
@@ -51,40 +55,75 @@ def predict(step: ObservedStep, model: Model, accum: int) -> np.ndarray:
         else:
             acc = sum(gs) / d
         per_rank.append(acc)
+    if model.reduce == "local":      # no all-reduce: rank 0 (whose parameters are recorded) on its own gradient
+        per_rank = per_rank[:1]
     g = np.sum(per_rank, axis=0) if model.reduce == "sum" else np.mean(per_rank, axis=0)
     if model.clip in ("asked", "unasked"):
         g = clip(g, model.norm)
     # "none": clipping was asked and not applied
     elif model.clip == "before_unscale":
         g = clip(g, model.norm / step.loss_scale)
-    delta = -step.lr * g
-    if model.decay == "coupled":
-        delta = delta - step.lr * model.rate * step.theta_prev
-    elif model.decay == "lr_free":
-        delta = delta - model.rate * step.theta_prev
-    return delta
+    return g
 
 
-def fits(steps: list[ObservedStep], model: Model, accum: int) -> bool:
-    return all(s.matches(predict(s, model, accum)) for s in steps)
+def plain_sgd(size: int) -> UpdateRule:
+    """Δ = -lr·g: the rule of the truth caliber's own recipe (SGD, no momentum, no decay)."""
+    return UpdateRule("sgd", [Group(np.ones(size, dtype=bool), "sgd")])
 
 
-def _inferred_norm(steps: list[ObservedStep], base: Model, accum: int) -> float | None:
-    """The one clip norm that binding steps show (|Δ|/lr below the raw norm), or None."""
-    norms = []
+def predict_all(steps: list[ObservedStep], model: Model, accum: int, rule: UpdateRule | None = None
+                ) -> list[np.ndarray]:
+    """Each step's Δθ under `model`, the optimizer's `rule` replayed over the steps in order (a rule with state
+    needs them consecutive from step 1: `judge` passes only those)."""
+    if not steps:
+        return []
+    rule = (rule or plain_sgd(steps[0].theta.size)).fresh()
+    out = []
     for s in steps:
-        raw = float(np.linalg.norm(predict(s, base, accum))) / s.lr
-        seen = float(np.linalg.norm(s.delta)) / s.lr
-        if seen < raw * (1 - 1e-3):
-            norms.append(seen)
+        delta = rule.delta(s.step, window_gradient(s, model, accum), s.theta_prev, s.lrs)
+        if model.decay == "coupled":
+            delta = delta - s.lr * model.rate * s.theta_prev
+        elif model.decay == "lr_free":
+            delta = delta - model.rate * s.theta_prev
+        out.append(delta)
+    return out
+
+
+def predict(step: ObservedStep, model: Model, accum: int) -> np.ndarray:
+    """One step's Δθ under `model` with plain SGD (stateless: needs no other step)."""
+    return predict_all([step], model, accum)[0]
+
+
+def fits(steps: list[ObservedStep], model: Model, accum: int, rule: UpdateRule | None = None) -> bool:
+    return all(s.matches(d) for s, d in zip(steps, predict_all(steps, model, accum, rule)))
+
+
+def _inferred_norm(steps: list[ObservedStep], base: Model, accum: int, rule: UpdateRule | None = None
+                   ) -> float | None:
+    """The one clip norm that binding steps show, or None. Plain SGD: |Δ|/lr below the raw norm; any other rule:
+    the gradient norm the optimizer held at the step (the step record's `grad_norm`, read after clipping) below
+    the raw window gradient's."""
+    norms = []
+    if rule is None or rule.plain_sgd:
+        for s, d in zip(steps, predict_all(steps, base, accum)):
+            raw = float(np.linalg.norm(d)) / s.lr if s.lr else 0.0
+            seen = float(np.linalg.norm(s.delta)) / s.lr if s.lr else 0.0
+            if s.lr and seen < raw * (1 - 1e-3):
+                norms.append(seen)
+    else:
+        for s in steps:
+            held, raw = s.row.get("grad_norm"), float(np.linalg.norm(window_gradient(s, base, accum)))
+            if held is not None and float(held) < raw * (1 - 1e-3):
+                norms.append(float(held))
     return float(np.median(norms)) if norms else None
 
 
-def _decay(steps: list[ObservedStep], base: Model, accum: int, kind: str) -> float | None:
+def _decay(steps: list[ObservedStep], base: Model, accum: int, kind: str, rule: UpdateRule | None = None
+           ) -> float | None:
     """Least-squares decay rate from the residual Δobs - Δpred against -lr·θ (coupled) or -θ (LR-free)."""
     num = den = 0.0
-    for s in steps:
-        residual = s.delta - predict(s, base, accum)
+    for s, d in zip(steps, predict_all(steps, base, accum, rule)):
+        residual = s.delta - d
         basis = -(s.lr if kind == "coupled" else 1.0) * s.theta_prev
         num += float(residual @ basis)
         den += float(basis @ basis)
@@ -92,16 +131,16 @@ def _decay(steps: list[ObservedStep], base: Model, accum: int, kind: str) -> flo
     return rate if rate > 0 else None
 
 
-def candidate_models(steps: list[ObservedStep], cal: Caliber) -> list[Model]:
+def candidate_models(steps: list[ObservedStep], cal: Caliber, rule: UpdateRule | None = None) -> list[Model]:
     accum, asked = cal.grad_accum, cal.grad_clip
-    reductions = ("mean", "sum") if cal.world_size > 1 else ("mean",)
+    reductions = ("mean", "sum", "local") if cal.world_size > 1 else ("mean",)
     models: list[Model] = []
     for division in ("window", "accum", "none"):
         for reduce in reductions:
             base = Model(division, reduce, "asked", asked)
             models.append(base)
             if asked is None:
-                norm = _inferred_norm(steps, base, accum)
+                norm = _inferred_norm(steps, base, accum, rule)
                 if norm is not None:
                     models.append(replace(base, clip="unasked", norm=norm))
             else:
@@ -110,7 +149,7 @@ def candidate_models(steps: list[ObservedStep], cal: Caliber) -> list[Model]:
                 if all(s.loss_scale for s in steps):
                     models.append(replace(base, clip="before_unscale"))
             for kind in ("coupled", "lr_free"):
-                rate = _decay(steps, base, accum, kind)
+                rate = _decay(steps, base, accum, kind, rule)
                 if rate is not None:
                     models.append(replace(base, decay=kind, rate=rate))
     return models
@@ -121,6 +160,8 @@ WORDS: dict[str, Callable[[Model, Caliber], tuple[str, str]]] = {
                                     f"grad_accum={c.grad_accum} instead of its own size"),
     "division:none": lambda m, c: ("loss.window_summed", "the window's micro-batch losses summed, not averaged"),
     "reduce:sum": lambda m, c: ("ddp.grad_summed", f"gradients summed over the {c.world_size} ranks, not averaged"),
+    "reduce:local": lambda m, c: ("ddp.unsynchronized", f"gradients not synchronized: each of the {c.world_size} "
+                                  "ranks stepped on its own gradient (rank 0's parameters follow rank 0's data only)"),
     "clip:unasked": lambda m, c: ("clip.unasked", f"gradients clipped to a global norm of {m.norm:.4g} that "
                                   "was not asked"),
     "clip:none": lambda m, c: ("clip.not_applied", f"gradient clipping at a global norm of {c.grad_clip:.4g} "
@@ -140,6 +181,7 @@ WORDS: dict[str, Callable[[Model, Caliber], tuple[str, str]]] = {
 KNOBS = {"window.short_underscaled": "divide each micro-batch loss by the size of the window actually accumulated",
          "loss.window_summed": "average the loss over the accumulation window (loss / window size)",
          "ddp.grad_summed": "average gradients over ranks (DDP's default all-reduce mean)",
+         "ddp.unsynchronized": "a distributed process group and DDP (or the wrapper's distributed mode) on every rank",
          "clip.unasked": CLIP_OFF_KNOB,
          "clip.not_applied": "the wrapper's own clipping at the asked norm (gradient_clip_val / max_grad_norm / "
                              "clip_gradients), or clip_grad_norm_ before optimizer.step()",
@@ -153,9 +195,9 @@ def describe(model: Model, cal: Caliber) -> list[tuple[str, str]]:
     return [WORDS[k](model, cal) for k in keys if k in WORDS]
 
 
-def _scale_words(steps: list[ObservedStep], cal: Caliber, windows: str = "") -> str:
+def _scale_words(steps: list[ObservedStep], cal: Caliber, windows: str = "", rule: UpdateRule | None = None) -> str:
     """The median |Δobs|/|Δexp|, over full or short windows only when `windows` says so."""
-    exp = {s.step: predict(s, Model(norm=cal.grad_clip), cal.grad_accum) for s in steps}
+    exp = {s.step: d for s, d in zip(steps, predict_all(steps, Model(norm=cal.grad_clip), cal.grad_accum, rule))}
     full = {s.step: len(s.grads[0]) == cal.grad_accum for s in steps}
     moved = [s for s in steps if np.linalg.norm(exp[s.step]) > 0] or steps     # a step at LR 0 scales nothing
     pick = [s for s in moved if not windows or full[s.step] == (windows == "full")] or moved
@@ -166,22 +208,30 @@ def _scale_words(steps: list[ObservedStep], cal: Caliber, windows: str = "") -> 
 SCALE_WINDOWS = {"loss.window_summed": "full", "window.short_underscaled": "short"}
 
 
-def check_update(job: str, steps: list[ObservedStep], cal: Caliber, declared: Callable[[str], str]
-                 ) -> list[Finding]:
+def expected_deltas(steps: list[ObservedStep], cal: Caliber, rule: UpdateRule | None = None,
+                    clipped: bool = True) -> list[np.ndarray]:
+    """Each step's expected Δθ: the run's clipping (or none: `clipped=False`), the optimizer's `rule`."""
+    return predict_all(steps, Model(norm=cal.grad_clip if clipped else None), cal.grad_accum, rule)
+
+
+def check_update(job: str, steps: list[ObservedStep], cal: Caliber, declared: Callable[[str], str],
+                 rule: UpdateRule | None = None) -> list[Finding]:
+    """Update findings of one job: `rule` is the optimizer the wrapper stepped (default: plain SGD)."""
     expected = Model(norm=cal.grad_clip)
-    wrong = [s.step for s in steps if not s.matches(predict(s, expected, cal.grad_accum))]
+    predicted = dict(zip((s.step for s in steps), predict_all(steps, expected, cal.grad_accum, rule)))
+    wrong = [s.step for s in steps if not s.matches(predicted[s.step])]
     if not wrong:
         return []
-    good = [m for m in candidate_models(steps, cal) if m.changes and fits(steps, m, cal.grad_accum)]
+    good = [m for m in candidate_models(steps, cal, rule) if m.changes and fits(steps, m, cal.grad_accum, rule)]
     first, step = wrong[0], next(s for s in steps if s.step == wrong[0])
-    exp_delta = predict(step, expected, cal.grad_accum)
+    exp_delta = predicted[first]
     base = dict(job=job, first_step=first, expected=round(float(np.linalg.norm(exp_delta)), 8),
                 observed=round(float(np.linalg.norm(step.delta)), 8),
                 evidence={"steps_differing": wrong})
     if not good:
         cos = float(step.delta @ exp_delta / (np.linalg.norm(step.delta) * np.linalg.norm(exp_delta) + 1e-300))
         return [Finding(code="unexplained.update", title="parameter update differs from the oracle's (unexplained)",
-                        size=f"{_scale_words(steps, cal)} (median), cosine {cos:.4f} at step {first}; "
+                        size=f"{_scale_words(steps, cal, rule=rule)} (median), cosine {cos:.4f} at step {first}; "
                              f"{len(wrong)} of {len(steps)} steps differ", declared=declared("update"), **base)]
     simplest = min(m.changes for m in good)
     best = [m for m in good if m.changes == simplest]
@@ -189,7 +239,7 @@ def check_update(job: str, steps: list[ObservedStep], cal: Caliber, declared: Ca
     for code, words in dict.fromkeys(d for d in describe(best[0], cal)):
         others = [w for m in best[1:] for c, w in describe(m, cal) if c != code]
         findings.append(Finding(code=code, title=words, explained_by=[words, *dict.fromkeys(others)],
-                                size=f"{_scale_words(steps, cal, SCALE_WINDOWS.get(code, ''))}; "
+                                size=f"{_scale_words(steps, cal, SCALE_WINDOWS.get(code, ''), rule)}; "
                                      f"{len(wrong)} of {len(steps)} steps differ",
                                 knob=KNOBS.get(code, ""), declared=declared(code), **base))
     return findings

@@ -3,7 +3,8 @@
 Layouts of one sampler's epochs: "evalkit" (windows of grad_accum, a short window at each epoch's end),
 "dropped" (the short window never run nor stepped), "carried" (micro-batches cut into windows across epoch
 ends), "merged" (windows counted from each epoch's start; the short remainder is not stepped but accumulates
-into the next epoch's first window, which then holds more than grad_accum micro-batches). The observed windows
+into the next epoch's first window, which then holds more than grad_accum micro-batches), "leading" (a step at each
+epoch's iterations 0, N, 2N, ...: a first window of one micro-batch, the remainder carried). The observed windows
 match a layout when every step holds exactly its micro-batches on every rank.
 """
 from __future__ import annotations
@@ -23,6 +24,9 @@ LAYOUTS = {
                 "two epochs)"),
     "merged": ("window.short_merged", "the short last window not stepped: its gradients join the next epoch's "
                "first window (one step over more than grad_accum micro-batches)"),
+    "leading": ("window.first_single", "the step taken when the epoch's iteration i has i % grad_accum == 0 "
+                "(`is_accumulating = iteration % N != 0`): each epoch's first window holds one micro-batch, and an "
+                "epoch's remainder joins the next epoch's first window"),
 }
 
 
@@ -42,6 +46,13 @@ def layout_groups(cal: Caliber, sampler: Sampler, layout: str, n_steps: int, ran
         for epoch in micro_epochs(cal, sampler, rank):
             if not epoch or len(windows) >= n_steps:
                 break
+            if layout == "leading":
+                for i, batch in enumerate(epoch):
+                    carry.append(batch)
+                    if i % cal.grad_accum == 0:
+                        windows.append(carry)
+                        carry = []
+                continue
             batches, head, carry = (epoch, carry, []) if layout == "merged" else (carry + epoch, [], [])
             for lo in range(0, len(batches), cal.grad_accum):
                 window = batches[lo:lo + cal.grad_accum]

@@ -18,11 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from evalkit.probes.evidence import JobEvidence
-from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
 from evalkit.probes.semantics import checks
+from evalkit.probes.semantics.explain_coverage import check_coverage
 from evalkit.probes.semantics.explain_lr import check_lr, check_sched_count
+from evalkit.probes.semantics.explain_optimizer import check_group_lrs, check_optimizer
 from evalkit.probes.semantics.explain_order import ORDER_KNOB, check_order, observed_stream, samplers
-from evalkit.probes.semantics.explain_update import check_update
+from evalkit.probes.semantics.explain_update import check_update, expected_deltas
 from evalkit.probes.semantics.explain_windows import check_windows, dropped_stream_matches, merged_stream_matches
 from evalkit.probes.semantics.oracle import (
     Caliber,
@@ -31,11 +33,11 @@ from evalkit.probes.semantics.oracle import (
     attributed,
     clip_norm_for,
     expected_lr,
-    expected_update,
     expected_windows,
     observed_steps,
 )
 from evalkit.probes.semantics.plan import job_name
+from evalkit.probes.semantics.update_rule import UpdateRule, asked_rule, observed_rule
 
 DIMENSION = "semantics"
 PASS_REQUIRES = ("every planned job run (the clip job too); in every job max_steps optimizer steps checked against "
@@ -102,11 +104,31 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
         headline = f"0 findings on missing evidence: {gaps[0][0]}{more}"
     return ProbeResult(
         dimension=DIMENSION, passed=not merged and not gaps, findings=merged, notes=notes, series=series,
-        headline=headline, inconclusive=inconclusive,
+        headline=headline, inconclusive=inconclusive, sections=quick_start_sections(jobs),
         figures={"findings": float(len(merged)), "unexplained": float(sum(f.unexplained for f in merged)),
                  "jobs": float(len(jobs)), "steps_checked": float(tally.steps_checked),
                  "steps_asked": float(tally.steps_asked), "evidence_gaps": float(len(gaps)),
                  "max_update_rel_err": tally.max_update_rel_err, "max_lr_rel_err": tally.max_lr_rel_err})
+
+
+def quick_start_sections(jobs: list[JobEvidence]) -> list[str]:
+    """Defaults mode: the quick start the adapter followed (its pages) and its departures from it, each with why
+    evalkit owns it, as the adapter wrote them into its effective config (the first job that has them)."""
+    effective = next((j.effective for j in jobs if j.effective.get("quick_start") is not None), None)
+    if effective is None:
+        return []
+    pages = [f"[{p.get('address')}]({p.get('address')}) (version {p.get('version')}"
+             + (f"; {p['follows']}" if p.get("follows") else "") + ")" for p in effective.get("quick_start") or []]
+    lines = ["**The quick start followed** (defaults mode): " + ("; ".join(pages) or "no page cited"), ""]
+    departures = effective.get("departures") or []
+    if departures:
+        lines += ["| departure from the page | why evalkit owns it | owns |", "|---|---|---|"]
+        lines += [f"| {markdown_cell(d.get('what', ''))} | {markdown_cell(d.get('why', ''))} | {d.get('owns', '')} |"
+                  for d in departures]
+    else:
+        lines.append("No departure from the page.")
+    return ["\n".join(lines)]
+
 
 
 def _gap_lines(gaps: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
@@ -185,6 +207,7 @@ def _judge_steps(job: JobEvidence, cal: Caliber, notes: list[str], series: dict,
     found = checks.check_steps(job.name, cal, rows, declared) + checks.check_threads(job.name, job)
     found += checks.check_validation(job.name, cal, rows, job.val, declared)
     found += checks.check_micro(job.name, cal, job, declared)
+    found += check_optimizer(job.name, job.config, job.optimizer, declared) + check_group_lrs(job.name, rows, declared)
     extra = checks.check_extra_forwards(job.name, cal, rows, declared)
     streams = _streams(job)
     if extra and job.micro and any(merged_stream_matches(cal, s, streams) for s in samplers(cal)):
@@ -213,19 +236,55 @@ def _judge_steps(job: JobEvidence, cal: Caliber, notes: list[str], series: dict,
         notes.append(f"{job.name}: updates not checked against the fp32 oracle (computed in another precision)")
         return _with_wrapper_settings(job, found)
     oracle = GradientOracle(job.config)
-    steps = observed_steps(job, oracle, notes, missing=missing)
-    updates = check_update(job.name, steps, cal, declared)
+    rule = _update_rule(job, oracle, notes)
+    if rule is None:
+        missing.setdefault("a replayable optimizer", []).extend(range(1, cal.max_steps + 1))
+        return _with_wrapper_settings(job, found)
+    steps = _replayable(rule, observed_steps(job, oracle, notes, missing=missing), missing)
+    updates = check_update(job.name, steps, cal, declared, rule)
     for keep in ("first", "last") if extra and updates else ():     # the window among the extra forwards
-        kept = observed_steps(job, oracle, keep=keep)
-        if not check_update(job.name, kept, cal, declared):
+        kept = _replayable(rule, observed_steps(job, oracle, keep=keep), {})
+        if not check_update(job.name, kept, cal, declared, rule):
             steps, updates = kept, []
             notes.append(f"{job.name}: updates match the {keep} micro-batches of each step's window; the "
                          "extra forwards did not contribute")
             break
     found += updates
-    series[job.name] = _series(cal, rows, steps, tally)
+    series[job.name] = _series(cal, rows, steps, tally, rule)
     tally.checked[job.name] = {s.step for s in steps}
     return _with_wrapper_settings(job, found)
+
+
+def _update_rule(job: JobEvidence, oracle: GradientOracle, notes: list[str]) -> UpdateRule | None:
+    """The optimizer the wrapper stepped (its first record), replayed by the update check; without a record
+    (runs recorded before it existed) the run's own recipe. None when its class is not one the oracle replays."""
+    size = oracle.theta0.size
+    if not job.optimizer:
+        return asked_rule(job.config, size)
+    if len(job.optimizer) > 1:
+        notes.append(f"{job.name}: the optimizer changed during the run (records at steps "
+                     f"{[r.get('step') for r in job.optimizer]}); updates replayed with the first")
+    rule = observed_rule(job.optimizer[0], oracle.layout, size)
+    if rule is None:
+        notes.append(f"{job.name}: updates not checked: the oracle does not replay "
+                     f"{job.optimizer[0].get('class')} (SGD, Adam and AdamW only)")
+    return rule
+
+
+def _replayable(rule: UpdateRule, steps: list[ObservedStep], missing: dict[str, list[int]]) -> list[ObservedStep]:
+    """A rule with state (momentum, Adam's moments) replays consecutive steps from step 1 only: the steps after
+    the first gap are left unchecked (named in `missing`)."""
+    if not rule.stateful:
+        return steps
+    kept = []
+    for k, s in enumerate(steps, 1):
+        if s.step != k:
+            break
+        kept.append(s)
+    later = [s.step for s in steps[len(kept):]]
+    if later:
+        missing.setdefault("every earlier step (the optimizer's state)", []).extend(later)
+    return kept
 
 
 def _with_wrapper_settings(job: JobEvidence, found: list[Finding]) -> list[Finding]:
@@ -242,8 +301,10 @@ def _order_and_windows(job: JobEvidence, cal: Caliber, declared, notes: list[str
         return check_windows(job.name, cal, own, streams, declared)
     found, sampler = check_order(job.name, cal, job, declared)
     if sampler is None:
-        notes.append(f"{job.name}: windows not checked (no known sampler reproduces the order)")
-        return found
+        notes.append(f"{job.name}: no known sampler reproduces the order: windows, padding and batch sizes judged "
+                     "from what each step saw (epochs cut where the samples repeat)")
+        known = {f.code for f in found}
+        return found + [f for f in check_coverage(job.name, cal, streams, declared) if f.code not in known]
     return found + check_windows(job.name, cal, sampler, streams, declared)
 
 
@@ -251,8 +312,11 @@ def _streams(job: JobEvidence) -> dict[int, list[tuple[int, list[int]]]]:
     return {r: observed_stream(job, r) for r in sorted(job.micro)}
 
 
-def _series(cal: Caliber, rows: list[dict], steps: list[ObservedStep], tally: _Tally) -> dict[str, list]:
+def _series(cal: Caliber, rows: list[dict], steps: list[ObservedStep], tally: _Tally, rule: UpdateRule
+            ) -> dict[str, list]:
     by_step = {s.step: s for s in steps}
+    clipped = dict(zip(by_step, expected_deltas(steps, cal, rule)))
+    free = dict(zip(by_step, expected_deltas(steps, cal, rule, clipped=False)))
     out: dict[str, list] = {"step": [], "expected_lr": [], "observed_lr": [], "update_scale": [], "cosine": [],
                             "clip_binds": []}
     for row in sorted(rows, key=lambda r: r["step"]):
@@ -266,10 +330,10 @@ def _series(cal: Caliber, rows: list[dict], steps: list[ObservedStep], tally: _T
             out["cosine"].append(None)
             out["clip_binds"].append(None)
             continue
-        exp, obs = expected_update(s, cal.grad_clip), s.delta
+        exp, obs = clipped[k], s.delta
         # clipping tested at this step: the clipped and unclipped updates differ beyond the tolerance
         out["clip_binds"].append(cal.grad_clip is not None
-                                 and float(np.linalg.norm(exp - expected_update(s, None))) > s.allowance(exp))
+                                 and float(np.linalg.norm(exp - free[k])) > s.allowance(exp))
         norm_exp, norm_obs = float(np.linalg.norm(exp)), float(np.linalg.norm(obs))
         out["update_scale"].append(norm_obs / norm_exp if norm_exp else None)
         out["cosine"].append(float(obs @ exp) / (norm_obs * norm_exp) if norm_exp and norm_obs else None)

@@ -171,6 +171,11 @@ class GradientOracle:
         self.theta0 = torch.cat([p.detach().reshape(-1) for p in task.model.parameters()]).double().numpy()
         self.model = copy.deepcopy(task.model).double().train()
         self.params = list(self.model.parameters())
+        self.layout: dict[str, slice] = {}       # parameter name -> its coordinates in the flat vector
+        start = 0
+        for name, p in self.model.named_parameters():
+            self.layout[name] = slice(start, start + p.numel())
+            start += p.numel()
         self.loss_fn = task.loss_fn
         x, y = task.train_set.tensors
         self.x = x.double()
@@ -210,6 +215,12 @@ class ObservedStep:
     grads: dict[int, list[np.ndarray]]        # rank -> each seen micro-batch's mean-loss gradient
     loss_scale: float | None = None
     row: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lrs(self) -> list[float]:
+        """Each param group's LR (the step record's `lr_groups` when the optimizer has several groups)."""
+        groups = self.row.get("lr_groups")
+        return [float(v) for v in str(groups).split()] if groups not in (None, "") else [self.lr]
 
     @property
     def delta(self) -> np.ndarray:

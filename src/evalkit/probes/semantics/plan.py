@@ -7,7 +7,9 @@ decay over 10 optimizer steps (2.5 epochs at world size 1, 5 at world size 2); f
 recorded after every optimizer step. Per world size, one job without clipping and one with clipping at a norm
 that binds on most of its steps (the lowest decile of the window gradient norms of the oracle's own run at the clip
 job's seed: `oracle.clip_norm_for`), with another seed, so that a data order which ignores evalkit's seed shows as
-the same order under two seeds.
+the same order under two seeds. With `probe.optimizers` holding adamw, one more job at the smallest world size:
+AdamW with weight decay (`ADAMW`), another seed again, so that the optimizer's param groups, decay and moments are
+replayed too (`update_rule`): a wrapper that builds its own optimizer shows which parameters it leaves undecayed.
 """
 from __future__ import annotations
 
@@ -22,7 +24,13 @@ TRUTH_CALIBER: dict[str, object] = {
     "observe.params": True, "observe.sample_ids": True, "observe.warmup_steps": 0,
 }
 TASK = "mlp_regression"
+ADAMW: dict[str, object] = {"train.optimizer": "adamw", "train.weight_decay": 0.1, "train.betas": [0.9, 0.999],
+                            "train.lr": 0.01}
 
 
 def job_name(world_size: int, clip: bool) -> str:
     return f"ws{world_size}-{'clip' if clip else 'noclip'}"
+
+
+def adamw_job_name(world_size: int) -> str:
+    return f"ws{world_size}-adamw"

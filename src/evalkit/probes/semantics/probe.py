@@ -6,7 +6,7 @@ from omegaconf import DictConfig
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
-from evalkit.probes.semantics.plan import TASK, TRUTH_CALIBER, job_name
+from evalkit.probes.semantics.plan import ADAMW, TASK, TRUTH_CALIBER, adamw_job_name, job_name
 
 
 class SemanticsProbe:
@@ -19,8 +19,9 @@ class SemanticsProbe:
 
     def caliber(self, cfg: DictConfig) -> str:
         sizes = ",".join(str(w) for w in cfg.probe.world_sizes)
+        optimizers = ",".join(cfg.probe.get("optimizers", ["sgd"]))
         return (f"truth|hw={cfg.hardware.name}|bs={TRUTH_CALIBER['train.batch_size']}"
-                f"|accum={TRUTH_CALIBER['train.grad_accum']}|prec=fp32|ws={sizes}")
+                f"|accum={TRUTH_CALIBER['train.grad_accum']}|prec=fp32|ws={sizes}|opt={optimizers}")
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """Per world size the job without clipping first (seed s), then the one with clipping (seed s + 1) at
@@ -28,7 +29,8 @@ class SemanticsProbe:
         norms of the oracle's own run at seed s + 1, so that clipping binds on most of the clip job's steps. A clip
         job left out (no norm) is noted here and is an evidence gap for the judge (inconclusive, not a pass)."""
         jobs, notes = [], []
-        for world in cfg.probe.world_sizes:
+        optimizers = list(cfg.probe.get("optimizers", ["sgd"]))
+        for world in cfg.probe.world_sizes if "sgd" in optimizers else ():
             free, clipped = job_name(world, False), job_name(world, True)
             base = {**TRUTH_CALIBER, "distributed.name": "ddp" if world > 1 else "none",
                     "distributed.world_size": world}
@@ -42,6 +44,11 @@ class SemanticsProbe:
                     notes.append(f"{clipped} not run: {free} recorded no gradient to choose a clipping norm from")
                 continue           # wait for the job without clipping
             jobs.append(PlannedJob(clipped, {**base, "seed": cfg.seed + 1, "train.grad_clip": norm or 1.0}))
+        world = min(cfg.probe.world_sizes)
+        if "adamw" in optimizers and adamw_job_name(world) not in done:
+            jobs.append(PlannedJob(adamw_job_name(world), {
+                **TRUTH_CALIBER, **ADAMW, "distributed.name": "ddp" if world > 1 else "none",
+                "distributed.world_size": world, "seed": cfg.seed + 2}))
         return jobs, notes
 
     @staticmethod

@@ -27,7 +27,11 @@ def judged(name: str) -> dict:
 def test_ignite_quick_start_asked_to_clip_trains_unclipped_and_the_probe_names_it():
     result = judged("ignite.defaults")
     found = {f["code"]: f for f in result["findings"]}
-    assert set(found) == {"lr.per_micro_batch", "order.shuffled", "clip.not_applied"}, sorted(found)
+    # judged from what each step saw (issue 29): its shuffled loader keeps each epoch's 1-sample last batch, and its
+    # accumulation counts the global iteration, so windows run across epoch ends
+    assert set(found) == {"lr.per_micro_batch", "order.shuffled", "clip.not_applied", "batch.partial",
+                          "window.spans_epochs"}, sorted(found)
+    assert found["window.spans_epochs"]["first_step"] == 4 and found["batch.partial"]["first_step"] == 4
     clip = found["clip.not_applied"]
     assert clip["job"] == "ws1-clip" and clip["first_step"] == 1 and clip["explained_by"]
     assert "clip_grad_norm_" in clip["knob"] and "create_supervised_trainer cannot clip" in clip["knob"]

@@ -1,0 +1,41 @@
+"""Plants in memory on recorded semantic evidence (the judge's unit tests): the LR, ids or records of a recorded job
+changed, and its parameters re-simulated with the float64 oracle from the planted rule (rounded to float32 as
+recorded), so that exactly one semantics differs."""
+from __future__ import annotations
+
+import numpy as np
+
+from evalkit.probes import evidence
+from evalkit.probes.semantics.explain_update import Model, predict
+from evalkit.probes.semantics.oracle import Caliber, GradientOracle, ObservedStep, observed_micro_ids
+
+
+def replant_updates(job: evidence.JobEvidence, rule=None) -> None:
+    """Rewrite the parameters as if each step had applied `rule(step) -> Δ` (default: the expected update)."""
+    cal = Caliber.of(job.config)
+    rule = rule or (lambda s: predict(s, Model(norm=cal.grad_clip), cal.grad_accum))
+    oracle, rows = GradientOracle(job.config), {r["step"]: r for r in job.steps}
+    theta = oracle.theta0
+    for k in sorted(job.params):
+        grads = {r: [oracle.micro_grad(theta, b) for b in micro] for r, micro in observed_micro_ids(job, k).items()}
+        step = ObservedStep(k, float(rows[k]["lr"]), theta, theta, grads, rows[k].get("loss_scale"), rows[k])
+        theta = (theta + rule(step)).astype(np.float32).astype(np.float64)
+        job.params[k] = theta
+
+
+def set_stream(job: evidence.JobEvidence, groups: dict[int, dict[int, list[list[int]]]]) -> None:
+    """Replace the micro-batch records with `groups` (step -> rank -> micro-batches' ids)."""
+    for rank in job.micro:
+        job.micro[rank] = [{"step": k, "i": i, "n": len(ids), "train_mode": True, "grad": True, "dtype": "float32",
+                            "loss": None, "ids": ids} for k in sorted(groups) for i, ids in enumerate(groups[k][rank])]
+    for row in job.steps:
+        row["micro_batches"] = row["loss_calls"] = len(groups[row["step"]][0])
+
+
+def codes(result) -> list[str]:
+    return [f.code for f in result.findings]
+
+
+def only(result, code: str):
+    assert codes(result) == [code], [f.line() for f in result.findings]
+    return result.findings[0]
