@@ -2,6 +2,7 @@
 training mode, precision; and the adapter's own words about a difference (`declared`)."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Callable
 
@@ -61,6 +62,28 @@ def check_steps(job: str, cal: Caliber, rows: list[dict], declared) -> list[Find
                     "train.max_steps (optimizer steps, not micro-batches or epochs)", declared=declared(code))]
 
 
+def _cadence_words(cal: Caliber, rows: list[dict], after: set[int]) -> list[str]:
+    """The cadences in micro-batches (every val_every or val_every x grad_accum of them, or once per epoch of
+    floor or ceil(n / (batch x world size)) of them), run after or before the window's optimizer step, with or
+    without a validation at the end, that give exactly the validation steps seen."""
+    micro = _micro_before(rows)
+    per_epoch = cal.n_train / (cal.batch_size * cal.world_size)
+    cadences = [(e, f"every {e} micro-batches") for e in sorted({cal.val_every, cal.val_every * cal.grad_accum,
+                                                                  cal.grad_accum}) if e]
+    cadences += [(e, f"once per epoch (every {e} micro-batches)") for e in sorted({int(per_epoch),
+                                                                                   math.ceil(per_epoch)})]
+    words = []
+    for every, what in cadences:
+        for before_step, when in ((False, ""), (True, ", before the window's optimizer step")):
+            steps = _every_micro_batches(micro, every, before_step)
+            ends = [at_end for end, at_end in (({cal.max_steps}, "and at the end"), (set(), "not at the end"))
+                    if steps and steps | end == after]
+            if ends:
+                words.append(f"validation {what}{when} ({ends[0]})")
+                break
+    return words
+
+
 def _micro_before(rows: list[dict]) -> dict[int, int]:
     total, out = 0, {0: 0}
     for row in sorted(rows, key=lambda r: r["step"]):
@@ -96,13 +119,7 @@ def check_validation(job: str, cal: Caliber, rows: list[dict], val: list[dict], 
     last = max((int(r["step"]) for r in rows), default=cal.max_steps)
     expected = expected_val_steps(replace(cal, max_steps=last))   # "and after the last step": the one it took
     if sorted(set(after)) != expected or len(after) != len(set(after)):
-        micro = _micro_before(rows)
-        words = []
-        for every in sorted({cal.val_every, cal.val_every * cal.grad_accum, cal.grad_accum}):
-            for before_step, when in ((False, ""), (True, ", before the window's optimizer step")):
-                if every and _every_micro_batches(micro, every, before_step) | {cal.max_steps} == set(after):
-                    words.append(f"validation every {every} micro-batches{when} (and at the end)")
-                    break
+        words = _cadence_words(cal, rows, set(after))
         first = min(set(after) ^ set(expected)) if set(after) != set(expected) else after[0]
         findings.append(Finding(code="val.cadence", title="validation after other steps than asked", job=job,
                                 first_step=first, expected=expected, observed=after,

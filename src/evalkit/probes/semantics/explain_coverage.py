@@ -9,8 +9,9 @@ seen twice); any other repeat starts a new epoch, and an epoch that saw every sa
 - `window.spans_epochs`: an optimizer step whose micro-batches belong to two epochs (accumulation counted on the
   global iteration, not per epoch);
 - `ddp.not_sharded`: every rank saw the same micro-batches at every step (the epochs are then cut on one rank's);
-- `batch.partial`: a micro-batch with fewer samples than the batch size (a loader that keeps the epoch's
-  incomplete last batch: its mean loss weighs its few samples like a full batch).
+- `batch.partial` (`check_partial_batches`, judged for every job whatever its order): a micro-batch with fewer
+  samples than the batch size (a loader that keeps the epoch's incomplete last batch: its mean loss weighs its few
+  samples like a full batch).
 """
 from __future__ import annotations
 
@@ -90,12 +91,18 @@ def check_coverage(job: str, cal: Caliber, streams: Streams, declared: Callable[
                              explained_by=["accumulation counted on the global iteration, not restarted at each "
                                            "epoch (the epoch's remainder joins the next epoch's first window)"],
                              knob=COVERAGE_KNOB, declared=declared("window.spans_epochs")))
-    partial = [(step, len(ids)) for r in sorted(streams) for step, ids in streams[r] if len(ids) < cal.batch_size]
-    if partial:
-        step, size = min(partial)
-        found.append(Finding(code="batch.partial", title="micro-batches smaller than the batch size", job=job,
-                             first_step=step, expected=f"{cal.batch_size} samples per micro-batch",
-                             observed=f"{size} sample(s)", size=f"{len(partial)} micro-batch(es) of fewer samples",
-                             explained_by=["a loader that keeps each epoch's incomplete last batch (drop_last=False)"],
-                             knob=COVERAGE_KNOB, declared=declared("batch.partial")))
     return found
+
+
+def check_partial_batches(job: str, cal: Caliber, streams: Streams, declared: Callable[[str], str]
+                          ) -> list[Finding]:
+    """Micro-batches of fewer samples than the batch size, whatever the order (judged for every job)."""
+    partial = [(step, len(ids)) for r in sorted(streams) for step, ids in streams[r] if len(ids) < cal.batch_size]
+    if not partial:
+        return []
+    step, size = min(partial)
+    return [Finding(code="batch.partial", title="micro-batches smaller than the batch size", job=job,
+                    first_step=step, expected=f"{cal.batch_size} samples per micro-batch",
+                    observed=f"{size} sample(s)", size=f"{len(partial)} micro-batch(es) of fewer samples",
+                    explained_by=["a loader that keeps each epoch's incomplete last batch (drop_last=False)"],
+                    knob=COVERAGE_KNOB, declared=declared("batch.partial"))]

@@ -56,6 +56,13 @@ def _distributed(n: int, W: int, seed: int, drop_last: bool, fixed_epoch: bool) 
     return epochs
 
 
+def _sequential_distributed(n: int, W: int, drop_last: bool) -> Epochs:
+    """DistributedSampler(shuffle=False): 0..n-1 (padded with its first samples, or cut) to a multiple of W."""
+    total = (n // W) * W if drop_last else math.ceil(n / W) * W
+    ids = (list(range(n)) * 2)[:total]
+    return lambda e, r: ids[r:total:W]
+
+
 def _seed_plus_epoch(cal: Caliber, seed: int) -> Epochs:
     def epochs(e: int, r: int) -> list[int]:
         per_batch = cal.batch_size * cal.world_size
@@ -101,6 +108,12 @@ def samplers(cal: Caliber) -> list[Sampler]:
         out.append(Sampler("order.distributed_interleave", "evalkit's epoch permutation interleaved over ranks "
                            "(rank r takes positions r::W)",
                            lambda e, r: cal.sampler(0).epoch_order(e).tolist()[: (n // W) * W][r::W]))
+        for drop in (False, True):
+            for batch_drop in (True, False):
+                out.append(Sampler("order.distributed_interleave",
+                                   f"torch DistributedSampler(shuffle=False, drop_last={drop}): the dataset order "
+                                   f"interleaved over ranks, loader drop_last={batch_drop}",
+                                   _sequential_distributed(n, W, drop), batch_drop, pads=not drop and n % W != 0))
     else:
         for seed in sorted({*SEEDS, own}):
             for batch_drop in (True, False):

@@ -20,7 +20,7 @@ import numpy as np
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
 from evalkit.probes.semantics import checks
-from evalkit.probes.semantics.explain_coverage import check_coverage
+from evalkit.probes.semantics.explain_coverage import check_coverage, check_partial_batches
 from evalkit.probes.semantics.explain_lr import check_lr, check_sched_count
 from evalkit.probes.semantics.explain_optimizer import check_group_lrs, check_optimizer
 from evalkit.probes.semantics.explain_order import ORDER_KNOB, check_order, observed_stream, samplers
@@ -63,6 +63,11 @@ HOW = {
             "(oracle.clip_norm_for): a job recorded at another norm needs the probe run again; otherwise the "
             "wrapper's LR was 0 or its gradients stayed below the norm on every checked step",
     "clip job": "the clip norm comes from the job without clipping's config: rerun the probe once that job runs",
+    "a replayable optimizer": "the oracle replays torch.optim.SGD, Adam and AdamW (update_rule.py): the wrapper "
+                              "stepped another optimizer class, whose updates are not checked",
+    "every earlier step (the optimizer's state)": "an optimizer with state (momentum, Adam's moments) is replayed "
+                                                  "from step 1 on: the steps after the first one left unchecked "
+                                                  "(named above) are unchecked too",
 }
 
 
@@ -295,6 +300,11 @@ def _with_wrapper_settings(job: JobEvidence, found: list[Finding]) -> list[Findi
 
 
 def _order_and_windows(job: JobEvidence, cal: Caliber, declared, notes: list[str]) -> list[Finding]:
+    streams = _streams(job)
+    return check_partial_batches(job.name, cal, streams, declared) + _order_and_layout(job, cal, declared, notes)
+
+
+def _order_and_layout(job: JobEvidence, cal: Caliber, declared, notes: list[str]) -> list[Finding]:
     own = samplers(cal)[0]
     streams = _streams(job)
     if dropped_stream_matches(cal, own, streams):

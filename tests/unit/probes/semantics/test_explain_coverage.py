@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from semantic_plants import codes, replant_updates, set_stream
 
-from evalkit.probes.semantics.explain_coverage import check_coverage, epochs_of
+from evalkit.probes.semantics.explain_coverage import check_coverage, check_partial_batches, epochs_of
 from evalkit.probes.semantics.explain_update import Model, predict
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.oracle import Caliber
@@ -54,7 +54,9 @@ def test_shuffled_epochs_with_per_epoch_windows_raise_nothing():
 
 def test_windows_counted_across_epochs_and_kept_incomplete_batches_are_named():
     batches = [b for epoch in _shuffled_epochs(3) for b in _cut(epoch, 4, drop_last=False)]   # 11 per epoch
-    found = {f.code: f for f in check_coverage("j", _cal(), {0: _stream(batches, [3] * 11)}, nothing)}
+    streams = {0: _stream(batches, [3] * 11)}
+    found = {f.code: f for f in check_coverage("j", _cal(), streams, nothing)
+             + check_partial_batches("j", _cal(), streams, nothing)}
     assert set(found) == {"window.spans_epochs", "batch.partial"}
     assert found["window.spans_epochs"].first_step == 4       # micro-batches 10-12: the first epoch's last two
     assert found["batch.partial"].first_step == 4 and found["batch.partial"].observed == "1 sample(s)"
@@ -81,7 +83,7 @@ def _relabeled(job, seed: int = 5) -> None:
             m["ids"] = [mapping[i] for i in m["ids"]]
 
 
-def test_the_judge_names_windows_across_epochs_under_the_wrappers_own_order(jobs):
+def test_windows_across_epochs_under_the_wrappers_own_order(jobs):
     job = jobs["ws1-noclip"]
     _relabeled(job)
     stream = [m["ids"] for m in sorted(job.micro[0], key=lambda m: (m["step"], m["i"]))]

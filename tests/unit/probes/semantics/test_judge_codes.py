@@ -31,7 +31,7 @@ IN_MEMORY = {
     "sched.count": "test_judge_codes::test_scheduler_stepped_without_moving_the_lr_is_a_count_finding",
     "lr.rescaled_schedule": "test_judge_codes::test_a_schedule_run_at_another_pace_is_named_rescaled",
     "unexplained.windows": "test_judge_codes::test_micro_batches_grouped_by_no_known_layout_are_unexplained",
-    "window.spans_epochs": "test_explain_coverage::test_the_judge_names_windows_across_epochs_under_the_wrappers_own_order",
+    "window.spans_epochs": "test_explain_coverage::test_windows_across_epochs_under_the_wrappers_own_order",
     "batch.partial": "test_explain_coverage::test_windows_counted_across_epochs_and_kept_incomplete_batches_are_named",
     "window.first_single": "test_explain_coverage::test_fabric_pages_accumulation_first_window_of_one_is_named",
     "ddp.not_sharded": "test_explain_coverage::test_ranks_that_trained_on_the_same_samples_unsynchronized_are_named",
