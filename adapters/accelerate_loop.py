@@ -6,10 +6,14 @@ dataloader)`, `with accelerator.accumulate(model)`, `accelerator.backward(loss)`
 prepared optimizer (which only really steps at the end of an accumulation window), and
 `accelerator.save_state` / `accelerator.load_state` for checkpoints. Nothing of Accelerate is monkeypatched.
 
-Processes: evalkit's launcher starts the ranks with torch elastic variables; `Accelerator(cpu=True)` on CPU
-(gloo) or the default on CUDA (NCCL) joins the process group from them and never spawns processes. Note
-that on CPU the launcher's `LOCAL_RANK` makes Accelerate choose `DistributedType.MULTI_CPU` even for one
-process, so the model is wrapped in a one-process DDP at world size 1 (recorded in the effective config).
+Processes: evalkit's launcher starts the ranks with torch elastic variables and Accelerate never spawns processes.
+In aligned mode `Accelerator(cpu=True)` on CPU (gloo) or the default on CUDA (NCCL) joins the process group from
+them. Note that on CPU the launcher's `LOCAL_RANK` then makes Accelerate choose `DistributedType.MULTI_CPU` even for
+one process, so the model is wrapped in a one-process DDP at world size 1 (recorded in the effective config).
+The quick start's `Accelerator()` (defaults mode) joins them on CUDA only: on CPU, Accelerate 1.16 takes the torch
+elastic variables as distributed only with `cpu=True` or `ACCELERATE_USE_CPU=true` (what `accelerate launch --cpu`
+sets; `PartialState._prepare_backend`), so every rank runs as a process of its own (`DistributedType.NO`, one
+process, no process group): each rank trains on all the data and no gradient is averaged across ranks.
 
 Modes
 - `aligned`: every Accelerate knob that touches the baseline's semantics is set explicitly (listed under
@@ -36,12 +40,33 @@ Modes
     optimizer, scheduler, scaler, every rank's RNG) plus `evalkit_position.json` (step, epoch, micro-batch
     of the epoch) written last, so a directory without it is an incomplete checkpoint. Resume:
     `load_state` then `accelerator.skip_first_batches` to the saved position.
-- `defaults`: the quick-start loop: `Accelerator(mixed_precision, gradient_accumulation_steps, cpu,
-  project_dir)`, `set_seed(seed)`, `DataLoader(train_set, batch_size, shuffle=True)` and
-  `DataLoader(val_set, batch_size)` both prepared, `scheduler.step()` after every `optimizer.step()` call on
-  the prepared scheduler (Accelerate's default: stepped only on real optimizer steps, `num_processes`
-  times each, not at all when GradScaler skips), validation by calling the prepared model, and the same
-  `save_state` checkpoints. fp16 on CPU runs as Accelerate runs it (in fp32; evalkit's observers flag it).
+- `defaults`: the documented quick start of Accelerate 1.16, line for line (`quick_start` names the pages; where
+  evalkit owns the model, the data or the observation, `departures` says so):
+  * `accelerator = Accelerator()` (quicktour, "Adapt training code"), with only what the run asks for through
+    Accelerator's own arguments: `gradient_accumulation_steps=grad_accum` when it is above 1 (gradient
+    accumulation guide, "The finished code") and `mixed_precision="bf16"/"fp16"` for a mixed-precision run; no
+    `cpu`, no `project_dir`, no `set_seed` (no page of the loop writes them); `device = accelerator.device`;
+  * optimizer and scheduler: `job.make_optimizer` / `job.make_scheduler` (the user's own code on these pages);
+    `model, optimizer, training_dataloader, scheduler = accelerator.prepare(...)` and
+    `validation_dataloader = accelerator.prepare(validation_dataloader)` (quicktour, "Distributed evaluation");
+    the model is never moved or put in train/eval mode by hand (the pages do neither);
+  * the pages leave `training_dataloader` open: the simplest reading, the training loader of Accelerate's own
+    tutorials (e.g. the notebook launcher tutorial's `get_dataloaders`), is `DataLoader(train_set, batch_size,
+    shuffle=True)` and `DataLoader(val_set, batch_size)` (`num_workers` as the run asks);
+  * the loop is the gradient accumulation guide's finished code: `for batch in training_dataloader: with
+    accelerator.accumulate(model): inputs, targets = batch; outputs = model(inputs); loss =
+    loss_function(outputs, targets); accelerator.backward(loss); optimizer.step(); scheduler.step();
+    optimizer.zero_grad()`, with `if accelerator.sync_gradients: accelerator.clip_grad_norm_(model.parameters(),
+    max_grad_norm)` before `optimizer.step()` only when the run asks for clipping (the API reference's
+    `clip_grad_norm_` example); epochs repeat until `max_steps` optimizer steps (the pages train a number of
+    epochs; evalkit's run counts optimizer steps);
+  * validation: the quicktour's loop, `for inputs, targets in validation_dataloader: predictions =
+    model(inputs); accelerator.gather_for_metrics((predictions, targets))`, with no `model.eval()` (the page
+    writes none: validation runs in the mode training left the model in), at the run's validation cadence
+    (`val_every` and the last step; the pages say nothing of when);
+  * checkpoints: `accelerator.save_state(ckpt_dir/step_XXXXXXXX)` at the run's checkpoint cadence and, on
+    resume, `load_state` + `skip_first_batches` (checkpointing guide), plus evalkit's position file.
+  fp16 on CPU runs as Accelerate runs it (in fp32; evalkit's observers flag it).
 
 Known differences from the baseline that no documented option removes (`known_deviations`):
 - `accelerator.backward` divides every micro-batch loss by `gradient_accumulation_steps`, also in a shorter
@@ -49,6 +74,7 @@ Known differences from the baseline that no documented option removes (`known_de
   per-rank batches of an epoch are not a multiple of `grad_accum`.
 - Accelerate wraps the model's `forward` to return fp32 outputs under mixed precision (evalkit reads the
   compute dtype from the first Linear/Conv layer, so the observed precision is unaffected).
+Defaults mode adds what its quick start does differently (the `defaults:` lines of `known_deviations`).
 
 Checkpoint loading: `load_state` reads the model with safetensors and the optimizer, scheduler, GradScaler
 and RNG files with `torch.load(weights_only=True)` (accelerate.utils.load, numpy RNG types allow-listed).
@@ -67,6 +93,8 @@ from torch.utils.data import DataLoader
 
 from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
+    Departure,
+    QuickStartPage,
     TrainJob,
     UnsupportedCombination,
     WrapperAdapter,
@@ -75,6 +103,36 @@ from evalkit.contract import (
 from evalkit.tasks.order import GlobalOrderSampler
 
 MIXED_PRECISION = {"fp32": "no", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
+ACCELERATE_DOCS = "https://huggingface.co/docs/accelerate/v1.16.0/en"
+QUICK_START = (
+    QuickStartPage(f"{ACCELERATE_DOCS}/quicktour", "1.16.0",
+                   "Adapt training code (Accelerator(), accelerator.device, prepare, accelerator.backward) and "
+                   "Distributed evaluation (prepare(validation_dataloader), gather_for_metrics)"),
+    QuickStartPage(f"{ACCELERATE_DOCS}/usage_guides/gradient_accumulation", "1.16.0",
+                   "The finished code: Accelerator(gradient_accumulation_steps=...), with "
+                   "accelerator.accumulate(model), optimizer.step(), scheduler.step(), optimizer.zero_grad()"),
+    QuickStartPage(f"{ACCELERATE_DOCS}/package_reference/accelerator#accelerate.Accelerator.clip_grad_norm_",
+                   "1.16.0", "clip_grad_norm_ example: under `if accelerator.sync_gradients:` (only when the run "
+                   "asks for clipping)"),
+    QuickStartPage(f"{ACCELERATE_DOCS}/usage_guides/checkpoint", "1.16.0",
+                   "save_state / load_state, and skip_first_batches to resume inside an epoch"),
+)
+DEPARTURES = (
+    Departure("model = job.task.model instead of the page's own model", "evalkit built, seeded and hooked this "
+              "instance; every arm trains the same one", "model"),
+    Departure("the task's train/validation datasets and loss module (loss_function = job.task.loss_fn) in the "
+              "pages' DataLoader(dataset, batch_size=..., shuffle=True) / loss_function", "the task's data carry the "
+              "sample ids evalkit observes and its loss module is hooked; the same for every arm", "data"),
+    Departure("metric.add_batch(all_predictions, all_targets) after gather_for_metrics is left out", "the task's "
+              "metric is computed by evalkit's observers from the model's outputs", "observation"),
+    Departure("the validation forward `predictions = model(inputs)` runs under torch.no_grad() (the page writes "
+              "no no_grad; the model's train/eval mode is left as the page leaves it)", "evalkit's observers tell "
+              "validation forwards from training micro-batches by autograd being off: grad-enabled forwards would be "
+              "counted into the next accumulation window. A forward without backward changes no parameter, so "
+              "training is the page's; only the cost of recording the unused graph is not paid", "observation"),
+    Departure("evalkit_position.json written beside each save_state directory", "evalkit's resume check reads "
+              "the step and data position from it; Accelerate's state does not hold them", "observation"),
+)
 POSITION_FILE = "evalkit_position.json"
 POSITION_FORMAT = "evalkit-accelerate/1"
 # What the aligned loop does (explicit_settings, after the Accelerator's arguments).
@@ -102,6 +160,11 @@ ALIGNS = {
              "(when accelerator.sync_gradients)",
     "window.short_underscaled": "none: accelerator.backward divides each loss by gradient_accumulation_steps",
     "clip": "accelerator.clip_grad_norm_(params, max_norm) when accelerator.sync_gradients",
+    "ddp": "Accelerator(cpu=True) on CPU (or ACCELERATE_USE_CPU=true, which `accelerate launch --cpu` sets): "
+           "Accelerate then joins the launched ranks, shards the data and averages the gradients",
+    "batch": "DataLoader(..., drop_last=True) (aligned: evalkit's global order with drop_last=True)",
+    "micro": "model.train() before the training loop",
+    "val.train_mode": "model.eval() before the validation loop and model.train() after it",
 }
 
 def aligned_settings(job: TrainJob) -> dict[str, Any]:
@@ -163,6 +226,35 @@ def accelerate_state_deviations(accelerator) -> list[str]:
     return out
 
 
+def defaults_deviations(job: TrainJob, accelerator) -> list[str]:
+    """What the quick start does differently from the baseline, as this job ran it (`known_deviations`)."""
+    out = []
+    if accelerator.num_processes != job.world_size:
+        out.append(f"defaults: Accelerator() on {accelerator.device.type} did not join the {job.world_size} ranks "
+                   f"evalkit launched (distributed_type {accelerator.distributed_type.value}, num_processes "
+                   f"{accelerator.num_processes}): each rank trains on all the data and no gradient is averaged "
+                   "across ranks (on CPU Accelerate joins torch elastic ranks only with cpu=True or "
+                   "ACCELERATE_USE_CPU=true, which `accelerate launch --cpu` sets)")
+    out += [
+        "defaults: shuffle=True DataLoader prepared by Accelerate (a RandomSampler drawing from torch's global RNG "
+        "when one process, its generator synchronised across processes otherwise; no set_seed), not evalkit's "
+        "order; no drop_last: the epoch's last micro-batch may be smaller",
+        "defaults: the pages call neither model.train() nor model.eval(): the model trains in the mode it was "
+        "handed in",
+        "defaults: the prepared scheduler is stepped after every optimizer.step() call: it moves only on real "
+        "optimizer steps, num_processes times each, and not at all when GradScaler skips a step",
+        "defaults: validation is the quicktour's loop: the prepared model called on the prepared validation loader "
+        "in the mode training left it in (no model.eval(): dropout active, batch-norm statistics updated by the "
+        "validation data), outputs gathered with gather_for_metrics; at world size > 1 the prepared loader "
+        "repeats samples to even out the last batch (gather_for_metrics drops them from the gathered outputs, not "
+        "from the model's forwards)",
+        "defaults: a resumed run draws the rest of the interrupted epoch from another permutation: load_state "
+        "restores the RNG as it was after the epoch's shuffle was drawn, and the RandomSampler under "
+        "skip_first_batches draws a new one from it (samples seen twice or not at all in that epoch)",
+    ]
+    return out
+
+
 def _as_dict(obj: Any) -> Any:
     if obj is None:
         return None
@@ -184,9 +276,22 @@ def resolve_state_dir(path: str) -> str:
                             "no complete step_* directory); check resume_from")
 
 
+def defaults_arguments(job: TrainJob) -> dict[str, Any]:
+    """`Accelerator(**...)` in defaults mode: the quicktour's `Accelerator()` plus only what the run asks for through
+    Accelerator's own arguments (accumulation above 1, a mixed precision)."""
+    arguments: dict[str, Any] = {}
+    if job.grad_accum != 1:
+        arguments["gradient_accumulation_steps"] = job.grad_accum
+    if job.precision.autocast_dtype is not None:
+        arguments["mixed_precision"] = MIXED_PRECISION[job.precision.name]
+    return arguments
+
+
 class AccelerateAdapter(WrapperAdapter):
     distributions = ("accelerate", "torch", "safetensors", "numpy", "huggingface-hub")
     preload_modules = ("accelerate", "accelerate.utils")
+    quick_start = QUICK_START
+    departures = DEPARTURES
 
     def fit(self, job: TrainJob) -> None:
         if self.mode == "aligned":
@@ -259,47 +364,49 @@ class AccelerateAdapter(WrapperAdapter):
     # ------------------------------------------------------------------ defaults
     def _fit_defaults(self, job: TrainJob) -> None:
         from accelerate import Accelerator
-        from accelerate.utils import set_seed
 
-        accelerator = Accelerator(mixed_precision=MIXED_PRECISION[job.precision.name],
-                                  gradient_accumulation_steps=job.grad_accum, cpu=job.device.type == "cpu",
-                                  project_dir=job.ckpt_dir)
-        self._check_device(job, accelerator)
-        set_seed(job.seed)
+        accelerator = Accelerator(**defaults_arguments(job))
+        self._check_device(job, accelerator)       # accelerator.device is where prepare() puts model and batches
 
-        model = job.task.model.to(accelerator.device)
+        model = job.task.model
         optimizer = job.make_optimizer(model.parameters())
         scheduler = job.make_scheduler(optimizer)
-        loss_fn = job.task.loss_fn
-        train_dl = DataLoader(job.task.train_set, batch_size=job.batch_size, shuffle=True, num_workers=job.num_workers)
-        val_dl = DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
-        net, opt, train_dl, val_dl, sched = accelerator.prepare(model, optimizer, train_dl, val_dl, scheduler)
+        loss_function = job.task.loss_fn
+        training_dataloader = DataLoader(job.task.train_set, batch_size=job.batch_size, shuffle=True,
+                                         num_workers=job.num_workers)
+        validation_dataloader = DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
+        net, optimizer, training_dataloader, scheduler = accelerator.prepare(
+            model, optimizer, training_dataloader, scheduler)
+        validation_dataloader = accelerator.prepare(validation_dataloader)
 
         step, epoch, batch_in_epoch = self._load(job, accelerator) if job.resume_from else (0, 0, 0)
-        self._record(job, accelerator, net, train_dl, step, explicit=None)
+        self._record(job, accelerator, net, training_dataloader, step, explicit=None)
 
-        batches_per_epoch = len(train_dl)
-        model.train()
+        batches_per_epoch = len(training_dataloader)
         stop = False
         while step < job.max_steps and not stop:
-            train_dl.set_epoch(epoch)
-            batches = accelerator.skip_first_batches(train_dl, batch_in_epoch) if batch_in_epoch else train_dl
-            for x, y in batches:
+            batches = (accelerator.skip_first_batches(training_dataloader, batch_in_epoch) if batch_in_epoch
+                       else training_dataloader)
+            for batch in batches:
                 with accelerator.accumulate(net):
-                    loss = self.training_loss(net, loss_fn, x, y)
+                    inputs, targets = batch
+                    loss = self.training_loss(net, loss_function, inputs, targets)
                     accelerator.backward(loss)
-                    if accelerator.sync_gradients and job.grad_clip is not None:
+                    if job.grad_clip is not None and accelerator.sync_gradients:
                         accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
-                    opt.step()
-                    sched.step()
-                    opt.zero_grad()
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
                 batch_in_epoch += 1
                 if not accelerator.sync_gradients:
                     continue
                 step += 1
                 stop = self.after_optimizer_step(job, accelerator, step, model)
-                self._after_step(job, accelerator, step, epoch, batch_in_epoch, batches_per_epoch,
-                                 lambda: self._validate_defaults(net, val_dl), stop)
+                if job.should_validate(step) or stop:
+                    self._validate_defaults(accelerator, net, validation_dataloader)
+                if job.should_checkpoint(step):
+                    at_end = batch_in_epoch == batches_per_epoch
+                    self._save_defaults(job, accelerator, step, epoch + at_end, 0 if at_end else batch_in_epoch)
                 if step >= job.max_steps or stop:
                     break
             else:
@@ -360,13 +467,16 @@ class AccelerateAdapter(WrapperAdapter):
                 model(x.to(accelerator.device, non_blocking=True))
         model.train()
 
-    @torch.no_grad()
-    def _validate_defaults(self, model: torch.nn.Module, val_dl) -> None:
-        """Forward the prepared (Accelerate-sharded) validation loader in eval mode."""
-        model.eval()
-        for x, _ in val_dl:
-            model(x)
-        model.train()
+    @staticmethod
+    def _validate_defaults(accelerator, model: torch.nn.Module, validation_dataloader) -> None:
+        """The quicktour's distributed evaluation: the prepared model called on the prepared validation loader in
+        the mode training left it in (the page calls neither `model.eval()` nor `model.train()`), predictions and
+        targets gathered with `gather_for_metrics`; the metric is evalkit's, from its hooks. Under `no_grad`, the
+        one departure (observation): see `DEPARTURES`."""
+        for inputs, targets in validation_dataloader:
+            with torch.no_grad():
+                predictions = model(inputs)
+            accelerator.gather_for_metrics((predictions, targets))
 
     # ------------------------------------------------------------------ checkpoints
     def _save(self, job: TrainJob, accelerator, step: int, epoch: int, batch_in_epoch: int) -> None:
@@ -375,6 +485,22 @@ class AccelerateAdapter(WrapperAdapter):
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             tmp = os.path.join(out, f"{POSITION_FILE}.tmp")
+            with open(tmp, "w") as fh:
+                json.dump({"format": POSITION_FORMAT, "step": step, "epoch": epoch,
+                           "batch_in_epoch": batch_in_epoch, "mode": self.mode,
+                           "world_size": job.world_size, "grad_accum": job.grad_accum}, fh)
+            os.replace(tmp, os.path.join(out, POSITION_FILE))
+        accelerator.wait_for_everyone()
+
+    def _save_defaults(self, job: TrainJob, accelerator, step: int, epoch: int, batch_in_epoch: int) -> None:
+        """`accelerator.save_state(dir)` as the checkpointing guide writes it, then evalkit's position file. Where
+        Accelerate did not join the launched ranks, every rank is its own main process and writes the same
+        directory: each writes its position file through a temporary file of its own."""
+        out = os.path.join(job.ckpt_dir, f"step_{step:08d}")
+        accelerator.save_state(out)
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            tmp = os.path.join(out, f"{POSITION_FILE}.{os.getpid()}.tmp")
             with open(tmp, "w") as fh:
                 json.dump({"format": POSITION_FORMAT, "step": step, "epoch": epoch,
                            "batch_in_epoch": batch_in_epoch, "mode": self.mode,
@@ -439,13 +565,8 @@ class AccelerateAdapter(WrapperAdapter):
         }
         report["known_deviations"] += accelerate_state_deviations(accelerator)
         if explicit is None:
-            report["known_deviations"] += [
-                "defaults: shuffle=True DataLoader (Accelerate-synchronised RandomSampler), not evalkit's order",
-                "defaults: the prepared scheduler steps num_processes times per optimizer step and not at all "
-                "when GradScaler skips a step",
-                "defaults: set_seed(seed) reseeds the process after the task was built",
-                "defaults: validation on the prepared (sharded, even_batches-padded) validation loader",
-            ]
+            report["accelerator_arguments"] = defaults_arguments(job)
+            report["known_deviations"] += defaults_deviations(job, accelerator)
         else:
             report["explicit_settings"] = explicit
         self._effective.update(report)

@@ -20,14 +20,44 @@ Modes
   under `fabric.autocast()` in eval mode without grad, checkpoints holding model, optimizer, scheduler,
   GradScaler (a `MixedPrecision` plugin built with our scaler on CUDA fp16), RNG states and the data
   position, so a resumed run continues bit for bit.
-- `defaults`: what the Fabric quick start writes: `Fabric(accelerator, devices, precision)` with the
-  default strategy, `fabric.setup_dataloaders(loader)` (Fabric's distributed sampler over evalkit's
-  global order), the loss outside autocast on the fp32 output Fabric hands back, a window of
-  `grad_accum` batches counted within each epoch with the loss divided by `grad_accum` (leftover batches
-  at an epoch end spill into the next epoch's first window), `fabric.clip_gradients(max_norm=...)` with
-  its default `error_if_nonfinite=True`, validation through the Fabric-wrapped model, checkpoints of
-  model, optimizer, scheduler, step and epoch only (a resumed run's data starts again from Fabric's first
-  pass: Fabric sets the sampler's epoch to its own pass count, which no checkpoint holds).
+- `defaults`: the Fabric pages of the installed version (`quick_start`), line for line:
+  * "Convert PyTorch code to Fabric": `fabric = Fabric(accelerator, devices, strategy="ddp")` (accelerator and
+    devices translated from evalkit's hardware and world size, `precision` from its precision, the page's
+    strategy as written, also at world size 1), `fabric.launch()`, the optimizer built on the model
+    (`job.make_optimizer`, the user's code), `model, optimizer = fabric.setup(model, optimizer)`,
+    `dataloader = fabric.setup_dataloaders(DataLoader(dataset, batch_size=train.batch_size))` (no sampler, no
+    shuffle, no `drop_last`, as the page writes it; `num_workers` as the run asks): under DDP Fabric puts its
+    own `DistributedSampler(shuffle=False)` in, which pads the last round with repeated samples;
+    `model.train()` once before the loop, `fabric.backward(loss)`, `optimizer.step()`. The page's
+    `for epoch in range(20)` runs until `train.max_steps` optimizer steps;
+  * "Efficient Gradient Accumulation": `for iteration, batch in enumerate(dataloader)`,
+    `is_accumulating = iteration % grad_accum != 0`, forward and `fabric.backward(loss)` under
+    `fabric.no_backward_sync(model, enabled=is_accumulating)` with the loss NOT divided, and
+    `if not is_accumulating: optimizer.step(); optimizer.zero_grad()` (in place of the Convert page's
+    `optimizer.zero_grad()` at the top of each iteration, which cannot accumulate). So each epoch's first window
+    is its first batch alone, every other window sums the gradients of `grad_accum` batches, and an epoch's
+    leftover batches join the next epoch's first batch. Decision (`loss = ...` on the page): the simplest reading,
+    `loss = loss_fn(model(x), y)`, computed outside autocast on the fp32 output Fabric's module hands back;
+  * clipping ("Fabric Methods", `clip_gradients`): `fabric.clip_gradients(model, optimizer, max_norm=grad_clip)`
+    right before `optimizer.step()` only when the run sets `train.grad_clip` (its default
+    `error_if_nonfinite=True` stays); without it there is no call;
+  * the scheduler ("Fabric Methods", `setup`): built beside the optimizer (`job.make_scheduler`, the user's code)
+    and not handed to `fabric.setup` (the page does that only for strategies such as DeepSpeed). The pages do
+    not show where it steps; decision: evalkit's schedule counts optimizer steps, so `scheduler.step()` follows
+    each `optimizer.step()` (and `zero_grad()`);
+  * validation ("How to structure your code with Fabric", "Training, Validation, Testing"): the validation
+    loader set up like the training one, `validate(fabric, model, val_dataloader)` doing `model.eval()` and a
+    forward per batch, at the run's cadence: after the optimizer steps `job.should_validate` names (every
+    `train.val_every` steps and the last, the run's own definition of its cadence, in place of the page's
+    `epoch % validate_every_n_epoch == 0`). The page's `validate` sets `model.eval()` and nothing sets
+    `model.train()` again (`train` calls it once, before its epoch loop): training after the first validation
+    runs in eval mode, as it does for a user of the page;
+  * checkpoints ("Saving and Loading Checkpoints"): `state = {"model", "optimizer", "scheduler", "step",
+    "epoch"}`, `fabric.save(path, state)` after the steps `job.should_checkpoint` names, `fabric.load(path,
+    state)` to resume (the data start again at Fabric's first pass: Fabric sets the sampler's epoch to its own
+    pass count, which no checkpoint holds).
+  What the pages write and evalkit owns (the model, the data, the loss module, the observation) is listed once,
+  in `departures`.
 """
 from __future__ import annotations
 
@@ -39,20 +69,31 @@ from torch.utils.data import DataLoader
 
 from adapters.calls import Call, built
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter
+from evalkit.contract import Departure, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
 from evalkit.tasks.order import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"
 PRECISION_DOCS = "https://lightning.ai/docs/fabric/stable/api/fabric_args.html#precision"   # the values it takes
+FABRIC_VERSION = "2.6.6"           # the installed lightning whose Fabric pages defaults mode follows
+FABRIC_DOCS = f"https://lightning.ai/docs/fabric/{FABRIC_VERSION}"
+PAGE_STRATEGY = "ddp"              # Fabric(accelerator="cuda", devices=8, strategy="ddp") on the Convert page
 
 
 # The setting that aligns each kind of semantic finding (probe codes, or their family before the dot), reported as
 # `aligns` in the effective config; the semantic probe names it beside each finding.
 ALIGNS = {
-    "window.short_merged": "step on an epoch's last batch too: is_accumulating = (i + 1) % grad_accum != 0 and "
-                           "i + 1 < len(loader)",
+    "window.first_single": "count windows from the first batch: is_accumulating = (iteration + 1) % grad_accum != 0 "
+                           "(the page's iteration % 8 != 0 steps on each epoch's first batch alone)",
+    "window.short_merged": "step on an epoch's last batch too: is_accumulating = (iteration + 1) % grad_accum != 0 "
+                           "and iteration + 1 < len(dataloader)",
+    "window.spans_epochs": "step on an epoch's last batch too: is_accumulating = (iteration + 1) % grad_accum != 0 "
+                           "and iteration + 1 < len(dataloader)",
+    "loss.window_summed": "divide each micro-batch loss by its window's size before fabric.backward(loss)",
     "window.short_underscaled": "divide each loss by the window's actual size, not grad_accum",
+    "micro.train_mode": "model.train() again after each validation (the page's validate() leaves the model in "
+                        "eval mode)",
+    "batch.partial": "DataLoader(..., drop_last=True)",
     "order": "fabric.setup_dataloaders(loader, use_distributed_sampler=False) over evalkit's sampler",
     "clip": "fabric.clip_gradients(model, optimizer, max_norm=max_norm, error_if_nonfinite=False)",
 }
@@ -85,6 +126,40 @@ class FabricAdapter(WrapperAdapter):
 
     distributions = ("lightning", "lightning-utilities")
     preload_modules = ("lightning.fabric", "lightning.fabric.plugins", "lightning.fabric.strategies")
+    quick_start = (
+        QuickStartPage(f"{FABRIC_DOCS}/fundamentals/convert.html", FABRIC_VERSION,
+                       follows="'All steps combined': Fabric(accelerator, devices, strategy='ddp'), fabric.launch(), "
+                               "model, optimizer = fabric.setup(model, optimizer), dataloader = "
+                               "fabric.setup_dataloaders(DataLoader(dataset)), model.train(), the epoch loop with "
+                               "fabric.backward(loss) and optimizer.step()"),
+        QuickStartPage(f"{FABRIC_DOCS}/advanced/gradient_accumulation.html", FABRIC_VERSION,
+                       follows="the no_backward_sync version: is_accumulating = iteration % grad_accum != 0, "
+                               "fabric.backward(loss) on the undivided loss, optimizer.step() and zero_grad() when "
+                               "not accumulating"),
+        QuickStartPage(f"{FABRIC_DOCS}/api/fabric_methods.html", FABRIC_VERSION,
+                       follows="'setup' (the scheduler built beside the optimizer, not passed to setup under DDP) "
+                               "and 'clip_gradients' (max_norm, only when the run sets train.grad_clip)"),
+        QuickStartPage(f"{FABRIC_DOCS}/fundamentals/code_structure.html", FABRIC_VERSION,
+                       follows="'Training, Validation, Testing': validate(fabric, model, val_dataloader) with "
+                               "model.eval(), at the run's val_every cadence"),
+        QuickStartPage(f"{FABRIC_DOCS}/guide/checkpoint/checkpoint.html", FABRIC_VERSION,
+                       follows="state dict of model, optimizer and metadata, fabric.save(path, state) and "
+                               "fabric.load(path, state)"),
+    )
+    departures = (
+        Departure("model = job.task.model instead of the page's Transformer(vocab_size=...)",
+                  "evalkit built, seeded and hooked this instance, the same for every adapter", "model"),
+        Departure("evalkit's train and validation datasets instead of the page's WikiText2(), and the task's loss "
+                  "module (loss = job.task.loss_fn(model(x), y)) instead of nll_loss(output, target.view(-1))",
+                  "the task owns its data and loss (sample ids ride on the dataset; the loss module is hooked)",
+                  "data"),
+        Departure("validate()'s forwards run under torch.no_grad() (the page's validate() does not disable grad)",
+                  "evalkit tells validation forwards from training micro-batches by grad mode; the outputs are "
+                  "the same", "observation"),
+        Departure("fabric.call('on_optimizer_step_end', ...) after each optimizer step (a no-op: no callbacks in "
+                  "defaults) and a should_stop check",
+                  "evalkit's customization hook for user callbacks, the same in every mode", "observation"),
+    )
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)
@@ -103,8 +178,8 @@ class FabricAdapter(WrapperAdapter):
         precision = PRECISIONS[job.precision.name]
         accelerator = "cuda" if job.device.type == "cuda" else "cpu"
         if self.mode != "aligned":
-            return Fabric(accelerator=accelerator, devices=job.world_size, num_nodes=1, precision=precision,
-                          callbacks=self.callbacks(job)), None, {}
+            arguments = self.quick_start_arguments(job)
+            return Fabric(**arguments, callbacks=self.callbacks(job)), None, arguments
 
         if precision == "16-mixed" and job.device.type == "cpu":
             raise UnsupportedCombination(
@@ -142,6 +217,13 @@ class FabricAdapter(WrapperAdapter):
                                "baseline (re-seeding would shift the RNG stream)",
         }
         return fabric, (scaler.build() if scaler is not None else None), explicit
+
+    @staticmethod
+    def quick_start_arguments(job: TrainJob) -> dict[str, Any]:
+        """`Fabric(...)`'s arguments in defaults mode: the Convert page's, with evalkit's hardware, world size and
+        precision translated into them (reported as `quick_start_arguments`)."""
+        return {"accelerator": "cuda" if job.device.type == "cuda" else "cpu", "devices": job.world_size,
+                "strategy": PAGE_STRATEGY, "precision": PRECISIONS[job.precision.name]}
 
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:
@@ -198,7 +280,7 @@ class FabricAdapter(WrapperAdapter):
                 step += 1
                 fabric.call("on_optimizer_step_end", self, job=job, model=raw_model, step=step)
                 if job.should_validate(step) or self.should_stop:
-                    self._validate(job, fabric, raw_model, unwrapped=True)
+                    self._validate(job, fabric, raw_model)
                 if job.should_checkpoint(step):
                     at_end = batch_in_epoch == batches_per_epoch
                     state.update(step=step, epoch=epoch + at_end, batch_in_epoch=0 if at_end else batch_in_epoch,
@@ -207,12 +289,12 @@ class FabricAdapter(WrapperAdapter):
             epoch, batch_in_epoch = epoch + 1, 0
 
     def _fit_defaults(self, job, fabric, model, optimizer, scheduler) -> None:
+        """The pages' loop (module docstring, `defaults`)."""
         loss_fn = job.task.loss_fn
-        # evalkit's global order in a plain DataLoader; Fabric shards it itself in DDP.
-        sampler = OrderedSampler(len(job.task.train_set), job.batch_size, job.seed, 0, 1)
-        loader = fabric.setup_dataloaders(DataLoader(job.task.train_set, batch_size=job.batch_size,
-                                                     sampler=sampler, drop_last=True,
-                                                     num_workers=job.num_workers))
+        dataloader = fabric.setup_dataloaders(DataLoader(job.task.train_set, batch_size=job.batch_size,
+                                                         num_workers=job.num_workers))
+        val_dataloader = fabric.setup_dataloaders(DataLoader(job.task.val_set, batch_size=job.batch_size,
+                                                             num_workers=job.num_workers))
         state = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "step": 0, "epoch": 0}
         if job.resume_from:
             self._load(job, fabric, state)
@@ -220,10 +302,10 @@ class FabricAdapter(WrapperAdapter):
         self._start_step = step
         model.train()
         while step < job.max_steps and not self.should_stop:
-            for iteration, (x, y) in enumerate(loader):
-                is_accumulating = (iteration + 1) % job.grad_accum != 0
+            for iteration, (x, y) in enumerate(dataloader):
+                is_accumulating = iteration % job.grad_accum != 0
                 with fabric.no_backward_sync(model, enabled=is_accumulating):
-                    loss = self.training_loss(model, loss_fn, x, y) / job.grad_accum
+                    loss = self.training_loss(model, loss_fn, x, y)
                     fabric.backward(loss)
                 if is_accumulating:
                     continue
@@ -235,13 +317,22 @@ class FabricAdapter(WrapperAdapter):
                 step += 1
                 fabric.call("on_optimizer_step_end", self, job=job, model=model, step=step)
                 if job.should_validate(step) or self.should_stop:
-                    self._validate(job, fabric, model, unwrapped=False)
+                    self._validate_defaults(model, val_dataloader)
                 if job.should_checkpoint(step):
                     state.update(step=step, epoch=epoch)
                     fabric.save(job.checkpoint_path(step, CKPT_SUFFIX), state)
                 if step >= job.max_steps or self.should_stop:
                     break
             epoch += 1
+
+    @staticmethod
+    def _validate_defaults(model, val_dataloader) -> None:
+        """The page's `validate(fabric, model, dataloader)`: `model.eval()` and a forward per batch; it leaves the
+        model in eval mode, as the page does. `no_grad` is evalkit's (a departure: observation)."""
+        model.eval()
+        with torch.no_grad():
+            for x, _ in val_dataloader:
+                model(x)
 
     # ------------------------------------------------------------------ where a user's own code goes
     def training_loss(self, model: torch.nn.Module, loss_fn: torch.nn.Module, x: torch.Tensor,
@@ -261,18 +352,15 @@ class FabricAdapter(WrapperAdapter):
         fabric.load(path, state, strict=True, weights_only=False)
         self._resumed_from = os.path.abspath(path)
 
-    def _validate(self, job: TrainJob, fabric, model, unwrapped: bool) -> None:
-        """Forward the validation split in eval mode without grad; evalkit's observers compute the metrics."""
-        loader = job.val_loader() if unwrapped else fabric.setup_dataloaders(
-            DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers))
+    def _validate(self, job: TrainJob, fabric, model) -> None:
+        """Aligned: forward evalkit's validation shard through evalkit's model in eval mode without grad, under
+        `fabric.autocast()`; evalkit's observers compute the metrics."""
+        loader = job.val_loader()
         model.eval()
         with torch.no_grad():
             for x, _ in loader:
-                if unwrapped:
-                    with fabric.autocast():
-                        model(x.to(fabric.device, non_blocking=True))
-                else:
-                    model(x)
+                with fabric.autocast():
+                    model(x.to(fabric.device, non_blocking=True))
         model.train()
 
     # ------------------------------------------------------------------ what Fabric reports
@@ -307,10 +395,21 @@ class FabricAdapter(WrapperAdapter):
         if self.mode == "aligned":
             report["explicit_settings"] = explicit
         else:
+            report["quick_start_arguments"] = explicit
             report["known_deviations"] = [
-                "loss divided by grad_accum also where an epoch's leftover batches spill into the next window",
+                # One line per kind of difference, each in its own topic's words: the semantic probe quotes the
+                # first line that names a finding's topic.
+                "each micro-batch loss goes to fabric.backward undivided: a step's gradients are the sum over its "
+                "micro-batches, not their mean",
+                "accumulation windows counted on each epoch's own iteration (iteration % grad_accum != 0): an "
+                "epoch's first window is its first batch alone, and its leftover batches join the next epoch's first "
+                "batch in one window across the epoch boundary",
+                "training in eval mode once the val loader has first run: the page's evaluation function calls "
+                "model.eval() and nothing calls model.train() again",
+                "DataLoader(dataset) in its dataset order (no shuffle), each epoch's incomplete last batch kept (no "
+                "drop_last); Fabric's DistributedSampler(shuffle=False) in DDP interleaves that order over the "
+                "ranks and pads it with repeated samples",
                 "loss computed outside autocast on the fp32 output Fabric returns",
-                "Fabric's DistributedSampler in DDP",
                 "clip_gradients(error_if_nonfinite=True by default) raises on a non-finite norm: with fp16 on "
                 "CUDA the first overflow, which GradScaler would skip, ends the run",
                 "checkpoint holds no RNG state and no data position: a resumed run's data order starts again "

@@ -2,12 +2,11 @@
 
 evalkit's model instance is wrapped in a plain `nn.Module` (`TaskModule`) whose `forward(x, labels)` calls the
 task model and evalkit's loss module and returns `{"loss": ..., "logits": ...}`; a collator turns evalkit's
-`(x, y)` samples into `{"x": ..., "labels": ...}`. evalkit's optimizer and scheduler go in through
-`optimizers=(optimizer, scheduler)`; `report_to="none"`; the hub is never contacted (`HF_HUB_OFFLINE=1` is set
-before transformers is imported); everything is written under `job.ckpt_dir` (the Trainer's `output_dir`).
-Nothing of the Trainer is monkeypatched: the only customisation is `EvalkitTrainer`, which overrides the two
-methods the Trainer documents for subclassing data loading (`get_train_dataloader`, `get_eval_dataloader`),
-and only in `aligned` mode.
+`(x, y)` samples into `{"x": ..., "labels": ...}`. The hub is never contacted (`HF_HUB_OFFLINE=1` is set before
+transformers is imported); everything is written under `job.ckpt_dir` (the Trainer's `output_dir`). Nothing of
+the Trainer is monkeypatched: the only customisation is `EvalkitTrainer`, which overrides the two methods the
+Trainer documents for subclassing data loading (`get_train_dataloader`, `get_eval_dataloader`), and only in
+`aligned` mode (in `defaults` both defer to the Trainer's own).
 
 Processes: evalkit's launcher starts the ranks with torch elastic variables; `TrainingArguments` builds
 Accelerate's `PartialState` from them (with `use_cpu=True` on CPU, which is what makes a CPU run
@@ -28,7 +27,8 @@ Modes
     divides each micro-batch loss by the window's actual size (`current_gradient_accumulation_steps`) as
     the baseline does, because the model does not take loss kwargs and `average_tokens_across_devices=False`;
   * clipping: `max_grad_norm` (0 = off), applied by `accelerator.clip_grad_norm_` after unscaling;
-  * scheduler: evalkit's, passed in and stepped by the Trainer once per optimizer step;
+  * optimizer and scheduler: evalkit's, passed in as `optimizers=(optimizer, scheduler)`, the scheduler
+    stepped by the Trainer once per optimizer step;
   * precision: `bf16` / `fp16`; fp16 on CPU (which the Trainer silently runs in fp32) is refused;
   * DDP: `ddp_backend` gloo/NCCL, `ddp_find_unused_parameters=False` (the Trainer's default for a
     non-`PreTrainedModel` is True), `ddp_broadcast_buffers=True`, `ddp_bucket_cap_mb=25`;
@@ -40,15 +40,38 @@ Modes
     and also reports its own `eval_loss` (kept in the effective config's `log_history`);
   * checkpoints: `output_dir=ckpt_dir/checkpoint-<step>` with model (safetensors), optimizer, scheduler,
     scaler, RNG state per rank and `trainer_state.json`; resume: `train(resume_from_checkpoint=...)`.
-- `defaults`: the quick start: `TrainingArguments(output_dir, per_device_*_batch_size,
-  gradient_accumulation_steps, max_steps, max_grad_norm, bf16/fp16, use_cpu, eval_strategy="steps",
-  eval_steps, save_strategy="steps", save_steps, report_to="none")`, `Trainer(model, args, train_dataset,
-  eval_dataset, data_collator, optimizers=(optimizer, scheduler))`. Decision: the optimizer AND scheduler
-  are evalkit's in both modes (the recipe under test stays the same object); a user who instead
-  translated the recipe into `lr_scheduler_type`/`warmup_steps` would get the Trainer's warm-up, which
-  starts at lr 0 (one step behind evalkit's `(s + 1) / warmup`). Everything else is the Trainer's: its
-  seedable random sampler seeded with `seed=42` (the default, so every evalkit seed gets the same data
-  order), its sharded, padded evaluation loader, `find_unused_parameters=True` DDP, pinned memory, tqdm.
+- `defaults`: the quick start of transformers 5.24.0 (`quick_start`): the fine-tuning tutorial's
+  `TrainingArguments(...)`, `Trainer(model, args, train_dataset, eval_dataset, processing_class, data_collator)`
+  and `trainer.train()`, line for line, with evalkit's `train.*` settings translated into the arguments the
+  `TrainingArguments` reference documents for them. The Trainer builds its own optimizer and scheduler
+  (`create_optimizer_and_scheduler`; no `optimizers=` is passed). Line by line:
+  * `output_dir` -> `job.ckpt_dir`; `num_train_epochs=3` -> `max_steps=train.max_steps` (the documented
+    override of the epoch count); `per_device_train_batch_size`, `gradient_accumulation_steps` -> the run's;
+    `bf16=True` -> `bf16=True` only when the run asks bf16_mixed (`fp16=True` for fp16_mixed, which the Trainer
+    runs in fp32 on CPU without a word); `learning_rate` -> `train.lr`; `logging_steps=10` as written;
+    `eval_strategy`/`save_strategy="epoch"` -> `"steps"` with `eval_steps`/`save_steps` =
+    `train.val_every`/`train.ckpt_every` (`max_steps` when 0: only at the end);
+  * the recipe, through the reference's arguments: `weight_decay` (the Trainer decays only the parameters
+    `get_decay_parameter_names` returns: not biases, not norm weights); `optim`: `sgd` -> `"sgd"` with
+    `optim_args="momentum=<train.momentum>"`; `adamw` -> left out: the default, `"adamw_torch_fused"` on
+    torch >= 2.8, is AdamW; `adam` -> the same when `weight_decay` is 0 (AdamW without decay is Adam), refused
+    (UnsupportedCombination, DOCUMENTED) with a weight decay, since no `optim` is Adam with an L2 term;
+    `adam_beta1`/`adam_beta2` = `train.betas` (AdamW); `lr_scheduler_type` + `warmup_steps` =
+    `train.warmup_steps`: linear -> `"linear"` (`min_lr_ratio` > 0: `"polynomial"` with
+    `lr_scheduler_kwargs={"lr_end": lr * ratio, "power": 1.0}`, the same straight line), cosine -> `"cosine"`
+    (`min_lr_ratio` > 0: `"cosine_with_min_lr"` with `{"min_lr_rate": ratio}`), constant ->
+    `"constant_with_warmup"`. Every one of them warms up from LR 0 (`step / warmup_steps`), one step behind
+    evalkit's `(s + 1) / warmup`;
+  * `max_grad_norm` only when the run sets `train.grad_clip`: without it the Trainer clips at its default 1.0;
+  * `use_cpu=True` when evalkit's device is the CPU: the reference's argument for training on the CPU (the
+    "Distributed CPUs" guide writes it as `--no_cuda`). Decision: a translation of `hardware=cpu`, not a
+    departure; without it the Trainer under a torch elastic launch on CPU stays non-distributed (parallel
+    mode NOT_PARALLEL, world size 1 on every rank: each rank trains on all the data, without gradient sync);
+  * left to the Trainer: `seed=42` (so every evalkit seed gets the same data order), its seedable random
+    sampler, its sharded, padded evaluation loader with `per_device_eval_batch_size=8`, `report_to="none"`
+    (5.24's default), DDP with `find_unused_parameters=True` (its default for a plain `nn.Module`), pinned
+    memory, tqdm. What the page writes and evalkit replaces (model, data, `gradient_checkpointing`,
+    `load_best_model_at_end`, the hub) is listed once, in `departures`.
 
 Known differences that no documented option removes (`known_deviations`):
 - the Trainer skips `lr_scheduler.step()` when GradScaler skipped the optimizer step (fp16); the baseline
@@ -81,6 +104,9 @@ from torch.utils.data import DataLoader
 from adapters.accelerate_loop import accelerate_state_deviations
 from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
+    Departure,
+    QuickStartPage,
+    Recipe,
     TrainJob,
     UnsupportedCombination,
     WrapperAdapter,
@@ -94,10 +120,62 @@ from evalkit.tasks.order import GlobalOrderSampler, ValSampler
 ALIGNS = {
     "order.fixed_seed": "TrainingArguments(seed=<the run's seed>) (or data_seed): the default seed=42 gives every "
                         "run the same order",
+    "order.padded": "TrainingArguments(dataloader_drop_last=True): with the Trainer's even_batches, Accelerate "
+                    "completes an epoch's last round of batches with samples from its start so that every rank "
+                    "gets one; dropping the incomplete batches removes them",
     "order": "a Trainer subclass whose get_train_dataloader (the documented hook) returns evalkit's order",
-    "lr": "optimizers=(optimizer, scheduler) with the scheduler stepped by the Trainer once per optimizer step",
+    "lr": "TrainingArguments(learning_rate, lr_scheduler_type, warmup_steps, lr_scheduler_kwargs), or your own "
+          "scheduler: optimizers=(optimizer, scheduler), stepped by the Trainer once per optimizer step",
+    "lr.warmup_from_zero": "no lr_scheduler_type starts its warm-up above LR 0 (they all return step / "
+                           "warmup_steps): override create_scheduler (the documented hook) in a Trainer subclass "
+                           "with a LambdaLR whose warm-up factor is (step + 1) / warmup_steps, or pass "
+                           "optimizers=(optimizer, scheduler)",
+    "optim": "TrainingArguments(optim=..., optim_args=..., adam_beta1/adam_beta2, learning_rate) for an optimizer "
+             "the Trainer names; any other (torch.optim.Adam with an L2 weight decay): "
+             "optimizers=(optimizer, scheduler) or optimizer_cls_and_kwargs=(cls, kwargs)",
+    "wd": "the Trainer decays only what get_decay_parameter_names(model) returns (not biases, not norm weights): "
+          "override it in a Trainer subclass to return every parameter name, or pass optimizers=(optimizer, "
+          "scheduler) with one parameter group",
+    "clip.unasked": "TrainingArguments(max_grad_norm=0): the default max_grad_norm=1.0 clips when no clipping is "
+                    "asked",
     "clip": "TrainingArguments(max_grad_norm=max_norm) (0 = off)",
 }
+PAGE_LOGGING_STEPS = 10        # the fine-tuning tutorial's logging_steps=10, as it writes it
+TRAINER_DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en"
+TRAINING_ARGUMENTS_PAGE = f"{TRAINER_DOCS}/main_classes/trainer#transformers.TrainingArguments"
+
+
+def recipe_arguments(recipe: Recipe) -> dict[str, Any]:
+    """The run's optimizer and LR schedule (`job.recipe`) as the TrainingArguments the reference documents for them,
+    so that the Trainer builds them itself (`create_optimizer_and_scheduler`). AdamW is the Trainer's default
+    optimizer (`optim` left out); plain Adam with a weight decay has no `optim` name and is refused."""
+    out: dict[str, Any] = {"learning_rate": recipe.lr, "weight_decay": recipe.weight_decay}
+    if recipe.optimizer == "sgd":
+        out.update(optim="sgd", optim_args=f"momentum={recipe.momentum}")
+    elif recipe.optimizer in ("adamw", "adam"):
+        if recipe.optimizer == "adam" and recipe.weight_decay:
+            raise UnsupportedCombination(
+                f"train.optimizer=adam with weight_decay={recipe.weight_decay}: the Trainer's optimizers "
+                "(TrainingArguments.optim) have no Adam with an L2 weight decay (its AdamW decays decoupled); "
+                "use train.optimizer=adamw, or adam with weight_decay=0", UnsupportedCombination.DOCUMENTED,
+                documented_at=TRAINING_ARGUMENTS_PAGE)
+        out.update(adam_beta1=recipe.betas[0], adam_beta2=recipe.betas[1])
+    else:
+        raise ValueError(f"train.optimizer={recipe.optimizer!r} is not one of adamw, adam, sgd")
+    ratio = recipe.min_lr_ratio
+    if recipe.schedule not in ("constant", "linear", "cosine"):
+        raise ValueError(f"train.schedule={recipe.schedule!r} is not one of constant, linear, cosine")
+    if recipe.schedule == "constant" or ratio >= 1:      # a decay to the LR it starts from: constant after warm-up
+        out["lr_scheduler_type"] = "constant_with_warmup"
+    elif ratio == 0:
+        out["lr_scheduler_type"] = recipe.schedule     # "linear" / "cosine": down to 0
+    elif recipe.schedule == "linear":                   # the same straight line down to lr * ratio
+        out.update(lr_scheduler_type="polynomial", lr_scheduler_kwargs={"lr_end": recipe.lr * ratio, "power": 1.0})
+    else:
+        out.update(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": ratio})
+    out["warmup_steps"] = recipe.warmup_steps
+    return out
+
 
 class TaskModule(nn.Module):
     """The Trainer-facing model: evalkit's model + evalkit's loss module, returning a dict with the loss."""
@@ -173,14 +251,68 @@ def _trainer_class():
     return EvalkitTrainer
 
 
+def built_by_trainer(trainer) -> dict[str, Any]:
+    """What the Trainer built from its arguments (defaults mode): its optimizer's class and parameter groups (the
+    parameters of each by name, with the group's hyperparameters) and its scheduler, as the wrapper reports them."""
+    names = {id(p): n for n, p in trainer.model.named_parameters()}
+    optimizer, scheduler = trainer.optimizer, trainer.lr_scheduler
+    optimizer = getattr(optimizer, "optimizer", optimizer)       # inside Accelerate's AcceleratedOptimizer
+    groups = [{**{k: v for k, v in group.items() if k != "params"},
+               "params": [names.get(id(p), "?") for p in group["params"]]} for group in optimizer.param_groups]
+    return {"optimizer": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}", "param_groups": groups,
+            "scheduler": f"{type(scheduler).__module__}.{type(scheduler).__qualname__}",
+            "created_scheduler": bool(getattr(trainer, "_created_lr_scheduler", False)),
+            "max_grad_norm": trainer.args.max_grad_norm}
+
+
 class HFTrainerAdapter(WrapperAdapter):
     distributions = ("transformers", "accelerate", "torch", "safetensors", "huggingface-hub")
     preload_modules = ("transformers.trainer", "transformers.training_args", "transformers.trainer_utils")
+    quick_start = (
+        QuickStartPage(f"{TRAINER_DOCS}/training", "5.24.0",
+                       follows="Fine-tuning: 'Training configuration' (TrainingArguments(output_dir, "
+                               "num_train_epochs, per_device_train_batch_size, gradient_accumulation_steps, "
+                               "gradient_checkpointing, bf16, learning_rate, logging_steps, eval_strategy, "
+                               "save_strategy, load_best_model_at_end)) and 'Training' (Trainer(model, args, "
+                               "train_dataset, eval_dataset, processing_class, data_collator); trainer.train())"),
+        QuickStartPage(TRAINING_ARGUMENTS_PAGE, "5.24.0",
+                       follows="the TrainingArguments reference, for the run's settings the tutorial leaves at "
+                               "their defaults: max_steps, weight_decay, optim, optim_args, adam_beta1, "
+                               "adam_beta2, lr_scheduler_type, lr_scheduler_kwargs, warmup_steps, max_grad_norm "
+                               "(only when train.grad_clip is set), eval_steps, save_steps, use_cpu; and "
+                               "Trainer.train(resume_from_checkpoint=...) to resume"),
+    )
+    departures = (
+        Departure("AutoModelForCausalLM.from_pretrained(model_name, dtype='auto') -> TaskModule(evalkit's task "
+                  "model, evalkit's loss module), returning {'loss', 'logits'} when given labels",
+                  "evalkit builds, seeds and hooks the model and its loss module, the same for every adapter",
+                  "model"),
+        Departure("load_dataset(...).map(tokenize), train_test_split, processing_class=tokenizer and "
+                  "DataCollatorForLanguageModeling(tokenizer, mlm=False) -> evalkit's train and validation "
+                  "datasets and a collator stacking their (x, y) samples into {'x', 'labels'}",
+                  "evalkit's task owns the data (its sample ids ride on the dataset), the same for every adapter",
+                  "data"),
+        Departure("gradient_checkpointing=True left out",
+                  "the Trainer enables it through the model's activation_checkpointing_enable (a PreTrainedModel "
+                  "method evalkit's plain nn.Module does not have: it would raise); recomputing activations "
+                  "trades compute for memory and leaves the gradients as they are",
+                  "model"),
+        Departure("load_best_model_at_end=True left out",
+                  "evalkit judges the model it hooked as max_steps optimizer steps left it; loading the best "
+                  "checkpoint back into it after training would replace those weights (and the page's rule, saving "
+                  "steps a multiple of evaluation steps, would refuse evalkit's val_every/ckpt_every cadences)",
+                  "model"),
+        Departure("login() and trainer.push_to_hub() left out",
+                  "evalkit's model is never published: the hub is not contacted (HF_HUB_OFFLINE=1)",
+                  "model"),
+    )
 
     # ------------------------------------------------------------------ arguments
     def _arguments(self, job: TrainJob) -> dict[str, Any]:
         """TrainingArguments' keyword arguments for this job and mode (in aligned mode also reported, as they are,
         under explicit_settings)."""
+        if self.mode == "defaults":
+            return self._quick_start_arguments(job)
         cpu = job.device.type == "cpu"
         required = {   # what the job asks for: set in both modes
             "output_dir": job.ckpt_dir, "per_device_train_batch_size": job.batch_size,
@@ -190,8 +322,6 @@ class HFTrainerAdapter(WrapperAdapter):
             "use_cpu": cpu, "eval_strategy": "steps", "eval_steps": job.val_every or job.max_steps,
             "save_strategy": "steps", "save_steps": job.ckpt_every or job.max_steps, "report_to": "none",
         }
-        if self.mode == "defaults":
-            return required
         return {
             **required,
             "seed": job.seed, "full_determinism": False, "data_seed": None,
@@ -216,6 +346,23 @@ class HFTrainerAdapter(WrapperAdapter):
                                    "gradient_accumulation_kwargs": {"sync_each_batch": False}},
         }
 
+    @staticmethod
+    def _quick_start_arguments(job: TrainJob) -> dict[str, Any]:
+        """The fine-tuning tutorial's TrainingArguments with the run's settings in them (module docstring,
+        `defaults`): nothing the run does not ask for, so every other argument keeps the Trainer's default."""
+        return {
+            "output_dir": job.ckpt_dir, "max_steps": job.max_steps,
+            "per_device_train_batch_size": job.batch_size, "gradient_accumulation_steps": job.grad_accum,
+            **({"bf16": True} if job.precision.name == "bf16_mixed" else {}),
+            **({"fp16": True} if job.precision.name == "fp16_mixed" else {}),
+            **recipe_arguments(job.recipe),
+            **({"max_grad_norm": job.grad_clip} if job.grad_clip is not None else {}),
+            "logging_steps": PAGE_LOGGING_STEPS,
+            "eval_strategy": "steps", "eval_steps": job.val_every or job.max_steps,
+            "save_strategy": "steps", "save_steps": job.ckpt_every or job.max_steps,
+            **({"use_cpu": True} if job.device.type == "cpu" else {}),
+        }
+
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:
         arguments = self._arguments(job)
@@ -223,24 +370,30 @@ class HFTrainerAdapter(WrapperAdapter):
         if self.mode == "aligned":
             self._fit_aligned(job, trainer, arguments)
         else:
-            self._fit_defaults(job, trainer)
+            self._fit_defaults(job, trainer, arguments)
         trainer.accelerator.wait_for_everyone()
+        if self.mode == "defaults":
+            self._effective["built_by_trainer"] = built_by_trainer(trainer)
         self._effective["trainer_state"] = jsonable(vars(trainer.state))
         self._effective["final_step"] = trainer.state.global_step if "skipped_train" not in self._effective \
             else self._effective["start_step"]
 
     def _trainer(self, job: TrainJob, arguments: dict[str, Any]):
-        """The Trainer on evalkit's model, loss, optimizer and scheduler, on the device evalkit chose."""
+        """The Trainer on evalkit's model and loss, on the device evalkit chose; in aligned mode with evalkit's
+        optimizer and scheduler, in defaults mode building its own from the arguments, as the quick start does."""
         from transformers import TrainingArguments
 
         args = TrainingArguments(**arguments)
         model = job.task.model.to(job.device)
         wrapper = TaskModule(model, job.task.loss_fn)
-        optimizer = job.make_optimizer(model.parameters())
-        scheduler = job.make_scheduler(optimizer)
+        if self.mode == "aligned":
+            optimizer = job.make_optimizer(model.parameters())
+            own = {"optimizers": (optimizer, job.make_scheduler(optimizer))}
+        else:
+            own = {}
         trainer = self.trainer_class()(model=wrapper, args=args, train_dataset=job.task.train_set,
                                        eval_dataset=job.task.val_set, data_collator=collate,
-                                       optimizers=(optimizer, scheduler), callbacks=self.callbacks(job))
+                                       callbacks=self.callbacks(job), **own)
         if not same_device(args.device, job.device):
             raise UnsupportedCombination(
                 f"the Trainer chose device {args.device} but evalkit asked for {job.device} "
@@ -283,9 +436,10 @@ class HFTrainerAdapter(WrapperAdapter):
         else:
             trainer.train(resume_from_checkpoint=resume)
 
-    def _fit_defaults(self, job: TrainJob, trainer) -> None:
+    def _fit_defaults(self, job: TrainJob, trainer, arguments: dict[str, Any]) -> None:
         resume, start_step = _resume_point(job)
         self._record(job, trainer, None, resume, start_step)
+        self._effective["quick_start_arguments"] = arguments
         trainer.train(resume_from_checkpoint=resume)
 
     def _check_order(self, job: TrainJob, trainer, epoch: int) -> None:
@@ -356,13 +510,6 @@ class HFTrainerAdapter(WrapperAdapter):
             ],
         }
         report["known_deviations"] += accelerate_state_deviations(accelerator)
-        if explicit is None:
-            report["known_deviations"] += [
-                "defaults: the Trainer's seedable random sampler seeded with seed=42 (TrainingArguments default): "
-                "the same data order for every evalkit seed",
-                "defaults: the Trainer's sharded, even_batches-padded evaluation loader",
-                "defaults: DDP with find_unused_parameters=True (the Trainer's default for a plain nn.Module)",
-            ]
-        else:
+        if explicit is not None:
             report["explicit_settings"] = explicit
         self._effective.update(report)

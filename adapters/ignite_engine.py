@@ -36,24 +36,43 @@ Modes
     (Ignite reads the file with `torch.load(weights_only=True)`), the Engine state restores the iteration;
     a plain `Engine` does not fast-forward its data on resume, so `_Windows` starts at the saved position
     (derived from the restored iteration).
-- `defaults`: Ignite's quick start: `idist.Parallel`, `idist.auto_model`, `idist.auto_optim`,
-  `idist.auto_dataloader(train_set, batch_size=batch_size * world_size, shuffle=True)` (auto_dataloader
-  divides the batch by the world size), `create_supervised_trainer(model, optimizer, loss_fn, device,
-  gradient_accumulation_steps, amp_mode="amp" for mixed precision, scaler=True for fp16)`, evalkit's
-  scheduler through Ignite's `LRScheduler` handler on `ITERATION_STARTED` (as Ignite documents it; it sets
-  the LR from `get_lr()` without calling `scheduler.step()`, once per micro-batch), an evaluator on
-  `auto_dataloader(val_set)`, iteration = micro-batch (`max_iters = max_steps * grad_accum`, cadences in
-  micro-batches), a `Checkpoint` of model, optimizer, scheduler handler and trainer. Ignite's
-  `amp_mode="amp"` autocasts with device "cuda" (fp16), so on CPU it warns and runs fp32 and on CUDA a
-  bf16 request runs fp16, without loss scaling; evalkit's observers flag both. `create_supervised_trainer` has no
-  gradient-clipping option, so a job with `train.grad_clip` set trains unclipped in defaults mode (not refused):
-  its report says so (`known_deviations`) and the semantic probe's clip job names it (`clip.not_applied`).
+- `defaults`: Ignite's quick start ("Getting Started", pytorch-ignite.ai), line for line (`quick_start` names the
+  pages; where evalkit owns the model, the data or the observation, `departures` says so):
+  * `device`, the model and the loaders through `ignite.distributed`, as the distributed tutorial writes them
+    for the quick start's single-process lines: `idist.device()`, `idist.auto_model(model)`,
+    `idist.auto_optim(optimizer)`, `idist.auto_dataloader(train_set, batch_size=batch_size * world_size,
+    shuffle=True)` and `idist.auto_dataloader(val_set, batch_size=batch_size * world_size, shuffle=False)`
+    (auto_dataloader divides the batch by the world size; at world size 1 each is the page's own line:
+    `DataLoader(..., shuffle=True)`, `model.to(device)`), under `idist.Parallel` (see Processes);
+  * optimizer `job.make_optimizer(model.parameters())` (the page's `torch.optim.RMSprop(...)` line is the
+    user's own code: the run's optimizer), criterion the task's loss (`loss_function`);
+  * `trainer = create_supervised_trainer(model, optimizer, criterion, device)` with only what the run asks for
+    through its own arguments: `gradient_accumulation_steps=grad_accum` when above 1 (Ignite's gradient
+    accumulation how-to: windows counted on the engine's global iteration, so they run across epoch ends, and
+    each loss divided by grad_accum), `amp_mode="amp"` for a mixed-precision run and `scaler=True` for fp16;
+    `create_supervised_trainer` has no clipping argument, so a run's `train.grad_clip` is not applied (not
+    refused: its report says so);
+  * `val_metrics = {"loss": Loss(criterion)}`; `train_evaluator` and `val_evaluator` both
+    `create_supervised_evaluator(model, metrics=val_metrics, device=device)` (`amp_mode` as the trainer's);
+  * the page's handlers: `log_training_loss` on `Events.ITERATION_COMPLETED(every=log_interval)` with the
+    page's `log_interval = 100` (it prints), `log_training_results` (`train_evaluator.run(train_loader)`) and
+    `log_validation_results` (`val_evaluator.run(val_loader)`) on `Events.EPOCH_COMPLETED`, both printing; no
+    validation at the end of a run that stops inside an epoch (the page has none);
+  * the run's schedule: `LRScheduler(job.make_scheduler(optimizer))` on `Events.ITERATION_STARTED`, the way
+    `LRScheduler`'s documentation attaches it (it sets the LR from `get_lr()` before every iteration, that is
+    every micro-batch, and never calls `scheduler.step()`);
+  * `trainer.run(train_loader, max_iters=max_steps * grad_accum)`: the page's `max_epochs` bounds the run in
+    epochs, evalkit's run in optimizer steps; `Engine.run`'s documented `max_iters` (mutually exclusive with
+    `max_epochs`) is the simplest reading that keeps `max_steps` (an optimizer step ends every grad_accum-th
+    iteration); an epoch ends where the loader runs out (no drop_last);
+  * checkpoints: `Checkpoint({model, optimizer, trainer, lr_scheduler}, DiskSaver(ckpt_dir), n_saved=None)` at
+    the run's checkpoint cadence (every `ckpt_every * grad_accum` iterations and at `max_iters`), loaded with
+    `Checkpoint.load_objects` as Ignite's checkpoint how-to does.
+  Ignite's `amp_mode="amp"` autocasts with device "cuda" (fp16), so on CPU it warns and runs fp32 and on CUDA a
+  bf16 request runs fp16, without loss scaling; evalkit's observers flag both.
 
 Known differences from the baseline (`known_deviations`): none in aligned mode beyond what the effective
-config lists; in defaults mode the loss is divided by `grad_accum` in every window and windows are counted
-over the whole run (they do not restart at epoch boundaries), there is no `no_sync` under DDP, the scheduler
-moves per micro-batch, a resumed run restarts its epoch's data from the beginning, and resuming a run that
-already reached `max_iters` starts it again from iteration 0 (Ignite's `Engine.run` on a finished state).
+config lists; in defaults mode the `defaults:` lines of the report, as the job ran.
 """
 from __future__ import annotations
 
@@ -66,9 +85,41 @@ from typing import Any
 import torch
 
 from evalkit.checkpoint import CorruptCheckpoint, capture_rng, restore_rng
-from evalkit.contract import TrainJob, WrapperAdapter
+from evalkit.contract import Departure, QuickStartPage, TrainJob, WrapperAdapter
 
 _CKPT = re.compile(r"(?:step|checkpoint)_(\d+)\.pt$")
+LOG_INTERVAL = 100        # the quick start's `log_interval`: "How many batches to wait before logging training status"
+QUICK_START = (
+    QuickStartPage("https://pytorch-ignite.ai/tutorials/beginner/01-getting-started/", "0.5.5",
+                   "the whole page: create_supervised_trainer / two create_supervised_evaluator, log_training_loss "
+                   "every log_interval iterations, log_training_results and log_validation_results on "
+                   "EPOCH_COMPLETED, trainer.run(train_loader, max_epochs=...)"),
+    QuickStartPage("https://pytorch-ignite.ai/tutorials/intermediate/01-cifar10-distributed/", "0.5.5",
+                   "idist.Parallel, idist.device, auto_dataloader, auto_model, auto_optim: the quick start's lines "
+                   "for several processes"),
+    QuickStartPage("https://pytorch-ignite.ai/how-to-guides/05-gradient-accumulation/", "0.5.5",
+                   "create_supervised_trainer(..., gradient_accumulation_steps=...)"),
+    QuickStartPage("https://pytorch.org/ignite/v0.5.5/generated/ignite.handlers.param_scheduler.LRScheduler.html",
+                   "0.5.5", "LRScheduler(torch scheduler) attached on Events.ITERATION_STARTED"),
+    QuickStartPage("https://pytorch-ignite.ai/how-to-guides/11-load-checkpoint/", "0.5.5",
+                   "Checkpoint({model, optimizer, trainer, ...}) and Checkpoint.load_objects to resume"),
+)
+DEPARTURES = (
+    Departure("model = job.task.model instead of the page's Net() (ResNet18 for MNIST)", "evalkit built, seeded "
+              "and hooked this instance; every arm trains the same one", "model"),
+    Departure("the task's train/validation datasets in the page's DataLoader(MNIST(...), batch_size, shuffle) "
+              "lines, and criterion = the task's loss module instead of nn.CrossEntropyLoss()", "the task's data "
+              "carry the sample ids evalkit observes and its loss module is hooked; the same for every arm", "data"),
+    Departure("val_metrics = {'loss': Loss(criterion)} without the page's Accuracy(); the log lines print the loss "
+              "only", "Accuracy is the page's MNIST classification metric; the task's own metric is computed by "
+              "evalkit's observers", "data"),
+    Departure("no TensorboardLogger / setup_tb_logging", "evalkit records loss, LR and metrics through its own "
+              "hooks; tensorboard is not among evalkit's dependencies", "observation"),
+    Departure("the page's ModelCheckpoint of the 2 best models by validation accuracy is replaced by "
+              "Checkpoint({model, optimizer, trainer, lr_scheduler}) at the run's checkpoint cadence",
+              "evalkit's checkpoint, resume and stability checks resume from the checkpoints the run asks for; a "
+              "best-by-accuracy model-only file cannot resume and the task has no accuracy", "observation"),
+)
 # The aligned GradScaler's settings: torch's defaults, as the baseline's scaler (spelled out for the report).
 GRAD_SCALER = {"init_scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000}
 
@@ -83,6 +134,10 @@ ALIGNS = {
     "window": "a custom update function whose windows restart at each epoch (create_supervised_trainer counts "
               "gradient_accumulation_steps over the whole run)",
     "clip.not_applied": "a custom update function calling clip_grad_norm_ (create_supervised_trainer cannot clip)",
+    "batch": "idist.auto_dataloader(dataset, sampler=evalkit's sampler, shuffle=False) (evalkit's order drops the "
+             "incomplete last batch)",
+    "val.cadence": "the validation handler on Events.ITERATION_COMPLETED(every=val_every * grad_accum) and "
+                   "Events.COMPLETED instead of the quick start's Events.EPOCH_COMPLETED",
 }
 
 class _RNGState:
@@ -132,9 +187,28 @@ def resolve_checkpoint(path: str) -> str:
     return os.path.join(path, max(found, key=lambda f: int(_CKPT.search(f).group(1))))
 
 
+def trainer_arguments(job: TrainJob) -> dict[str, Any]:
+    """`create_supervised_trainer(model, optimizer, criterion, device, **...)` in defaults mode: only what the run
+    asks for through its own arguments (accumulation above 1, a mixed precision, loss scaling)."""
+    arguments: dict[str, Any] = {}
+    if job.grad_accum != 1:
+        arguments["gradient_accumulation_steps"] = job.grad_accum
+    arguments.update(evaluator_arguments(job))
+    if job.precision.grad_scaler:
+        arguments["scaler"] = True
+    return arguments
+
+
+def evaluator_arguments(job: TrainJob) -> dict[str, Any]:
+    """`create_supervised_evaluator(model, metrics=..., device=device, **...)` in defaults mode."""
+    return {"amp_mode": "amp"} if job.precision.autocast_dtype is not None else {}
+
+
 class IgniteAdapter(WrapperAdapter):
     distributions = ("pytorch-ignite", "torch")
     preload_modules = ("ignite.engine", "ignite.handlers", "ignite.metrics", "ignite.distributed")
+    quick_start = QUICK_START
+    departures = DEPARTURES
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)
@@ -253,39 +327,50 @@ class IgniteAdapter(WrapperAdapter):
 
         device = idist.device()
         model = idist.auto_model(job.task.model)
-        optimizer = idist.auto_optim(job.make_optimizer(model.parameters()))
-        scheduler = job.make_scheduler(optimizer)
-        loss_fn = self.loss_function(job)
         world = idist.get_world_size()
         train_loader = idist.auto_dataloader(job.task.train_set, batch_size=job.batch_size * world, shuffle=True,
                                              num_workers=job.num_workers)
         val_loader = idist.auto_dataloader(job.task.val_set, batch_size=job.batch_size * world, shuffle=False,
                                            num_workers=job.num_workers)
-        amp_mode = "amp" if job.precision.autocast_dtype is not None else None
-        trainer = create_supervised_trainer(model, optimizer, loss_fn, device=device,
-                                            gradient_accumulation_steps=job.grad_accum, amp_mode=amp_mode,
-                                            scaler=bool(job.precision.grad_scaler))
-        evaluator = create_supervised_evaluator(model, metrics={"loss": Loss(job.task.loss_fn)}, device=device,
-                                                amp_mode=amp_mode)
-        lr_handler = LRScheduler(scheduler)
+        optimizer = idist.auto_optim(job.make_optimizer(model.parameters()))
+        criterion = self.loss_function(job)
+
+        trainer = create_supervised_trainer(model, optimizer, criterion, device, **trainer_arguments(job))
+        val_metrics = {"loss": Loss(job.task.loss_fn)}
+        train_evaluator = create_supervised_evaluator(model, metrics=val_metrics, device=device,
+                                                      **evaluator_arguments(job))
+        val_evaluator = create_supervised_evaluator(model, metrics=val_metrics, device=device,
+                                                    **evaluator_arguments(job))
+        lr_scheduler = LRScheduler(job.make_scheduler(optimizer))
         max_iters = job.max_steps * job.grad_accum
 
-        def run_validation(engine) -> None:
-            state = evaluator.run(val_loader)
-            self._val_history.append({"iteration": engine.state.iteration,
-                                      **{k: float(v) for k, v in state.metrics.items()}})
+        def log_training_loss(engine) -> None:
+            print(f"Epoch[{engine.state.epoch}], Iter[{engine.state.iteration}] Loss: {engine.state.output:.2f}")
 
-        def every(n_steps: int):
-            n = (n_steps or job.max_steps) * job.grad_accum
-            return lambda _, it: it % n == 0 or it == max_iters
+        def log_training_results(trainer) -> None:
+            train_evaluator.run(train_loader)
+            metrics = train_evaluator.state.metrics
+            print(f"Training Results - Epoch[{trainer.state.epoch}] Avg loss: {metrics['loss']:.2f}")
 
-        to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "lr_scheduler": lr_handler}
+        def log_validation_results(trainer) -> None:
+            val_evaluator.run(val_loader)
+            metrics = val_evaluator.state.metrics
+            print(f"Validation Results - Epoch[{trainer.state.epoch}] Avg loss: {metrics['loss']:.2f}")
+            self._val_history.append({"iteration": trainer.state.iteration, "epoch": trainer.state.epoch,
+                                      **{k: float(v) for k, v in metrics.items()}})
+
+        every = (job.ckpt_every or job.max_steps) * job.grad_accum
+        to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "lr_scheduler": lr_scheduler}
         checkpoint = Checkpoint(to_save, DiskSaver(job.ckpt_dir, require_empty=False), n_saved=None)
-        self._attach(trainer, Events.ITERATION_STARTED, lr_handler, "ignite LRScheduler(torch scheduler)")
-        self._attach(trainer, Events.ITERATION_COMPLETED(event_filter=every(job.val_every)), run_validation,
-                     "evaluator.run(val_loader) every val_every*grad_accum iterations and at the end")
-        self._attach(trainer, Events.ITERATION_COMPLETED(event_filter=every(job.ckpt_every)), checkpoint,
-                     "Checkpoint every ckpt_every*grad_accum iterations and at the end")
+        self._attach(trainer, Events.ITERATION_STARTED, lr_scheduler, "ignite LRScheduler(torch scheduler)")
+        self._attach(trainer, Events.ITERATION_COMPLETED(every=LOG_INTERVAL), log_training_loss,
+                     f"the quick start's log_training_loss, every log_interval={LOG_INTERVAL} iterations")
+        self._attach(trainer, Events.EPOCH_COMPLETED, log_training_results,
+                     "the quick start's train_evaluator.run(train_loader) after every epoch")
+        self._attach(trainer, Events.EPOCH_COMPLETED, log_validation_results,
+                     "the quick start's val_evaluator.run(val_loader) after every epoch")
+        self._attach(trainer, Events.ITERATION_COMPLETED(event_filter=lambda _, it: it % every == 0 or it == max_iters),
+                     checkpoint, "Checkpoint at the run's cadence: every ckpt_every*grad_accum iterations and the last")
         self.attach_handlers(job, trainer, model)
         start = 0
         if job.resume_from:
@@ -294,7 +379,7 @@ class IgniteAdapter(WrapperAdapter):
             start = trainer.state.iteration
             self._effective["resumed_from"] = os.path.abspath(path)
         scaler = getattr(trainer.state, "scaler", None)      # create_supervised_trainer's own GradScaler
-        self._record(job, trainer, evaluator, checkpoint, train_loader, model, scaler, start // job.grad_accum,
+        self._record(job, trainer, val_evaluator, checkpoint, train_loader, model, scaler, start // job.grad_accum,
                      explicit=None)
         trainer.run(train_loader, max_iters=max_iters)   # as a user would: a finished state restarts at 0
         self._finish(trainer, checkpoint)
@@ -358,20 +443,26 @@ class IgniteAdapter(WrapperAdapter):
                                   "Checkpoint.load_objects copies each state onto its object's device",
         }
         if explicit is None:
+            report["trainer_arguments"] = trainer_arguments(job)
             report["known_deviations"] = [
                 *([f"defaults: create_supervised_trainer (quick start) has no gradient clipping: train.grad_clip="
                    f"{job.grad_clip} is not applied"] if job.grad_clip is not None else []),
-                "defaults: iteration = micro-batch; accumulation windows counted over the whole run (not reset at "
-                "epoch ends), loss divided by grad_accum, no DDP no_sync",
+                "defaults: iteration = micro-batch; gradient accumulation windows counted on the global iteration, "
+                "so a window runs across an epoch end, each loss divided by grad_accum, no DDP no_sync",
                 "defaults: LRScheduler handler on ITERATION_STARTED sets the LR once per micro-batch from get_lr() "
                 "(scheduler.step() is never called)",
+                "defaults: shuffle=True (DistributedSampler(seed=0), set_epoch never called, when distributed), "
+                "not evalkit's order; no drop_last: an epoch's last micro-batch may be smaller",
+                "defaults: after every epoch the quick start runs train_evaluator on the whole training loader and "
+                "val_evaluator on the validation loader (eval mode, no_grad), wherever the epoch ends in an "
+                "accumulation window; no validation at the run's val_every, none when the run stops inside an "
+                "epoch",
                 "defaults: amp_mode='amp' autocasts with device 'cuda' and its default dtype fp16: fp32 on CPU; "
                 "on CUDA a bf16 request runs fp16 without loss scaling (scaler=True only for fp16_mixed)",
                 "defaults: create_supervised_trainer's GradScaler is not among the checkpointed objects: a resumed "
                 "fp16 run restarts the loss scale at 65536",
                 "defaults: idist.auto_model wraps the model in DataParallel when more than one GPU is visible at "
                 "world size 1 (evalkit's launcher limits CUDA_VISIBLE_DEVICES to the ranks' GPUs)",
-                "defaults: shuffle=True (DistributedSampler when distributed), not evalkit's order",
                 "defaults: a resumed run restarts the interrupted epoch's data from its beginning; RNG not saved",
                 "defaults: Engine.run on a state that already reached max_iters starts a new run from iteration 0",
             ]

@@ -18,12 +18,39 @@ Modes
   unscaling, which Lightning's AMP plugin does), no sanity validation, validation under `no_grad`
   (`inference_mode=False`), no logger, checkpoints of every `ckpt_every` steps kept, the data position
   (resumable DataLoader) and the RNG state (`on_save_checkpoint`) stored in Lightning's checkpoint.
-- `defaults`: the code a typical user writes from the quick start: `Trainer(max_steps, accelerator,
-  devices, precision, accumulate_grad_batches, gradient_clip_val, val_check_interval=val_every,
-  check_val_every_n_epoch=None)`, `configure_optimizers` returning `{"optimizer", "lr_scheduler"}` (Lightning
-  steps such a scheduler once per EPOCH), Lightning's sanity check, its own distributed sampler over
-  evalkit's global order, its default logger and a `ModelCheckpoint(dirpath=ckpt_dir,
-  every_n_train_steps=ckpt_every)` (keeps the latest one). Output goes under the run directory.
+- `defaults`: the Lightning pages of the installed version (`quick_start`), line for line:
+  * "Lightning in 15 minutes": a `LightningModule` whose `training_step` computes the loss, logs it with
+    `self.log("train_loss", loss)` (every step, through Lightning's default logger) and returns it;
+    `configure_optimizers` building the optimizer (`job.make_optimizer`, the user's code);
+    `train_loader = DataLoader(dataset)` (batch size the run's, `num_workers` as the run asks; no sampler, no
+    shuffle, no `drop_last`, as the page writes it: on one device the dataset's order every epoch; under DDP
+    Lightning puts in its own `DistributedSampler(shuffle=True, seed=0)` for the training loader (shuffle=True
+    whatever the loader's sampler, the seed `PL_GLOBAL_SEED` or 0, not the run's), which pads the last round with
+    repeated samples);
+    `trainer = L.Trainer(...)` and `trainer.fit(model, train_loader, valid_loader)`. The page's
+    `L.Trainer(limit_train_batches=100, max_epochs=1)` ("helpful Trainer arguments for rapid idea iteration")
+    becomes the run's `max_steps`: decision, the simplest reading of the hint, since the run sets how long it
+    trains and no run asks to cut its epochs;
+  * "Validate and test a model (basic)": `validation_step` logging `self.log("val_loss", val_loss)`,
+    `valid_loader = DataLoader(valid_set)` passed to `fit`;
+  * the `LightningModule.configure_optimizers` reference: `{"optimizer": optimizer, "lr_scheduler": scheduler}`
+    (`job.make_scheduler`, the user's code), whose `lr_scheduler_config` defaults to `interval="epoch"`: Lightning
+    steps the scheduler once per EPOCH;
+  * the `Trainer` flags reference, for the run's settings: `accelerator`, `devices` (world size), `precision`,
+    `max_steps`, `accumulate_grad_batches`, `gradient_clip_val` only when the run sets `train.grad_clip`
+    (otherwise Lightning does not clip), and the validation cadence: `val_check_interval = val_every *
+    accumulate_grad_batches` (an int counts training batches) with `check_val_every_n_epoch=None` (the reference's
+    setting for counting across epochs); with `val_every=0` neither, so Lightning validates at each epoch's end.
+    Everything else is Lightning's default: the sanity check (`num_sanity_val_steps=2`), the default logger,
+    the progress bar and model summary, `inference_mode` validation, its distributed sampler;
+  * "Customize checkpointing behavior (intermediate)": `ModelCheckpoint(every_n_train_steps=ckpt_every)` (with
+    `ckpt_every=0` no `every_n_train_steps`, so Lightning's own cadence applies: a checkpoint at each epoch's end
+    or validation, the latest kept); resume with `trainer.fit(..., ckpt_path=...)` ("Saving and loading
+    checkpoints (basic)").
+  No `trainer.validate()` after `fit` and no checkpoint of the adapter's own: a run whose last step is not a
+  multiple of `val_every` / `ckpt_every` ends unvalidated / without a checkpoint of that step, as a user's does.
+  What the pages write and evalkit owns (the model, the data, the loss module, where files go) is listed once, in
+  `departures`.
 
 Known differences from the baseline that cannot be set away with a documented option (recorded in
 `known_deviations`):
@@ -31,8 +58,8 @@ Known differences from the baseline that cannot be set away with a documented op
   shorter last window of an epoch (the baseline divides by the window's actual size); when the epoch's
   batch count is not a multiple of `grad_accum`, validation cadence (counted in batches) also drifts from
   optimizer-step multiples;
-- validation at the end when `max_steps` is not a multiple of `val_every` is a `trainer.validate()` call
-  after `fit` (Lightning's loop has no "validate at the last step" option).
+- aligned: validation at the end when `max_steps` is not a multiple of `val_every` is a `trainer.validate()`
+  call after `fit` (Lightning's loop has no "validate at the last step" option).
 """
 from __future__ import annotations
 
@@ -45,12 +72,13 @@ from torch.utils.data import DataLoader
 
 from adapters.calls import Call, built
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
-from evalkit.contract import TrainJob, UnsupportedCombination, WrapperAdapter
-from evalkit.tasks.order import OrderedSampler
+from evalkit.contract import Departure, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"
 PRECISION_DOCS = "https://lightning.ai/docs/pytorch/stable/common/trainer.html#precision"   # the values it takes
+LIGHTNING_VERSION = "2.6.6"        # the installed lightning whose pages defaults mode follows
+LIGHTNING_DOCS = f"https://lightning.ai/docs/pytorch/{LIGHTNING_VERSION}"
 # What the adapter's LightningModule and loaders do in aligned mode (explicit_settings, after the Trainer's flags).
 ALIGNED_MODULE = {
     "lr_scheduler": {"interval": "step", "frequency": 1},
@@ -77,6 +105,7 @@ ALIGNS = {
     "order": "Trainer(use_distributed_sampler=False) and a DataLoader over evalkit's sampler",
     "window.short_underscaled": "none with automatic optimization (each loss / accumulate_grad_batches); manual "
                                 "optimization can divide by the window's actual size",
+    "batch.partial": "DataLoader(..., drop_last=True)",
     "clip": "Trainer(gradient_clip_val=max_norm, gradient_clip_algorithm='norm')",
 }
 
@@ -103,10 +132,8 @@ def _root_dir(job: TrainJob) -> str:
 
 
 def _quick_start_loaders(job: TrainJob) -> tuple[DataLoader, DataLoader]:
-    """evalkit's global order in a plain DataLoader (Lightning shards it itself) and the validation split."""
-    global_sampler = OrderedSampler(len(job.task.train_set), job.batch_size, job.seed, 0, 1)
-    train_loader = DataLoader(job.task.train_set, batch_size=job.batch_size, sampler=global_sampler,
-                              drop_last=True, num_workers=job.num_workers)
+    """The pages' `DataLoader(dataset)` and `DataLoader(valid_set)`, with the run's batch size (and workers)."""
+    train_loader = DataLoader(job.task.train_set, batch_size=job.batch_size, num_workers=job.num_workers)
     return train_loader, DataLoader(job.task.val_set, batch_size=job.batch_size, num_workers=job.num_workers)
 
 
@@ -164,11 +191,18 @@ def _classes():
 
         def training_step(self, batch, batch_idx):
             x, y = batch
-            return self.loss_fn(self.model(x), y)
+            if self._aligned:
+                return self.loss_fn(self.model(x), y)
+            loss = self.loss_fn(self.model(x), y)
+            self.log("train_loss", loss)     # the quick start's per-step logging
+            return loss
 
         def validation_step(self, batch, batch_idx):
             x, y = batch
             out = self.model(x)
+            if not self._aligned:
+                self.log("val_loss", self.loss_fn(out, y))     # as the validation page writes it
+                return
             # Lightning's own view of the validation loss (evalkit computes its metric from the outside).
             self.log("val_loss", self.loss_fn(out.float(), y), sync_dist=self._job.distributed,
                      batch_size=x.shape[0])
@@ -224,6 +258,41 @@ class LightningAdapter(WrapperAdapter):
 
     distributions = ("lightning", "pytorch-lightning", "lightning-utilities", "torchmetrics")
     preload_modules = ("lightning.pytorch", "lightning.pytorch.callbacks", "lightning.pytorch.strategies")
+    quick_start = (
+        QuickStartPage(f"{LIGHTNING_DOCS}/starter/introduction.html", LIGHTNING_VERSION,
+                       follows="2: Define a LightningModule (training_step with self.log('train_loss', loss), "
+                               "configure_optimizers), 3: Define a dataset (DataLoader(dataset)), 4: Train the "
+                               "model (L.Trainer(...), trainer.fit), 7: Supercharge training (devices, accelerator, "
+                               "precision)"),
+        QuickStartPage(f"{LIGHTNING_DOCS}/common/evaluation_basic.html", LIGHTNING_VERSION,
+                       follows="Add a validation loop: validation_step with self.log('val_loss', val_loss), "
+                               "trainer.fit(model, train_loader, valid_loader), valid_loader = DataLoader(valid_set)"),
+        QuickStartPage(f"{LIGHTNING_DOCS}/common/lightning_module.html#configure-optimizers", LIGHTNING_VERSION,
+                       follows="a dictionary with 'optimizer' and 'lr_scheduler' (a single scheduler: the default "
+                               "lr_scheduler_config, interval 'epoch')"),
+        QuickStartPage(f"{LIGHTNING_DOCS}/common/trainer.html#trainer-flags", LIGHTNING_VERSION,
+                       follows="the flags for the run's settings: accelerator, devices, precision, max_steps, "
+                               "accumulate_grad_batches, gradient_clip_val (only when train.grad_clip is set), "
+                               "val_check_interval with check_val_every_n_epoch=None (only when train.val_every > 0)"),
+        QuickStartPage(f"{LIGHTNING_DOCS}/common/checkpointing_intermediate.html", LIGHTNING_VERSION,
+                       follows="ModelCheckpoint(dirpath=..., every_n_train_steps=N) (N = train.ckpt_every, when > 0)"),
+        QuickStartPage(f"{LIGHTNING_DOCS}/common/checkpointing_basic.html", LIGHTNING_VERSION,
+                       follows="resume: trainer.fit(model, ckpt_path=...)"),
+    )
+    departures = (
+        Departure("the LightningModule wraps job.task.model (self.model) instead of the page's encoder/decoder, "
+                  "its forward calls it",
+                  "evalkit built, seeded and hooked this instance, the same for every adapter", "model"),
+        Departure("evalkit's train and validation datasets instead of MNIST and its random_split, and the task's "
+                  "loss module (self.loss_fn(self.model(x), y)) instead of mse_loss(x_hat, x)",
+                  "the task owns its data and loss (sample ids ride on the dataset; the loss module is hooked)",
+                  "data"),
+        Departure("default_root_dir=<the job's run directory>/lightning, and ModelCheckpoint(dirpath=job.ckpt_dir, "
+                  "filename='step_{step:08d}', auto_insert_metric_name=False)",
+                  "evalkit keeps a job's files under its run directory, and finds, checks and resumes from its "
+                  "checkpoints by their step; where files go and their names change no training",
+                  "observation"),
+    )
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)
@@ -243,7 +312,7 @@ class LightningAdapter(WrapperAdapter):
             explicit = {**flags, **ALIGNED_MODULE}
         else:
             train_loader, val_loader = _quick_start_loaders(job)
-            flags, explicit = self._defaults_flags(job, precision, FinalCheckpoint), None
+            flags, explicit = self._defaults_flags(job, precision), None
         module = self.module_class()(job, aligned, train_loader)
         trainer = L.Trainer(**built({**flags, "callbacks": flags["callbacks"] + self.callbacks(job)}))
         ckpt_path = latest_checkpoint(job.resume_from, f"step_*{CKPT_SUFFIX}") if job.resume_from else None
@@ -255,7 +324,7 @@ class LightningAdapter(WrapperAdapter):
                     **fit_kwargs)
         if module.start_step is None:
             module.start_step = trainer.global_step
-        if trainer.global_step > module.start_step and module.last_val_step != trainer.global_step:
+        if aligned and trainer.global_step > module.start_step and module.last_val_step != trainer.global_step:
             trainer.validate(module, dataloaders=val_loader, verbose=False)
         self._effective = self._report(trainer, module, job, flags, explicit, ckpt_path, train_loader)
 
@@ -302,22 +371,21 @@ class LightningAdapter(WrapperAdapter):
         )
         return flags
 
-    def _defaults_flags(self, job: TrainJob, precision: str, FinalCheckpoint) -> dict[str, Any]:
-        """The Trainer's arguments in the quick start."""
+    def _defaults_flags(self, job: TrainJob, precision: str) -> dict[str, Any]:
+        """The Trainer's arguments in the quick start: the run's settings translated into the flags the reference
+        documents for them, nothing the run does not ask for (module docstring, `defaults`)."""
         from lightning.pytorch.callbacks import ModelCheckpoint
 
-        periodic = (ModelCheckpoint(dirpath=job.ckpt_dir, filename="step_{step:08d}",
-                                    auto_insert_metric_name=False, every_n_train_steps=job.ckpt_every)
-                    if job.ckpt_every else None)
-        callbacks = [c for c in (periodic, FinalCheckpoint(job)) if c is not None]
-        flags = dict(accelerator=_accelerator(job), devices=job.world_size, num_nodes=1, precision=precision,
-                     max_steps=job.max_steps, accumulate_grad_batches=job.grad_accum,
-                     gradient_clip_val=job.grad_clip,
-                     val_check_interval=job.val_every or None, check_val_every_n_epoch=None,
-                     callbacks=callbacks, default_root_dir=_root_dir(job))
-        if not job.val_every:
-            flags.pop("val_check_interval")
-            flags.pop("check_val_every_n_epoch")
+        every = {"every_n_train_steps": job.ckpt_every} if job.ckpt_every else {}
+        checkpoint = ModelCheckpoint(dirpath=job.ckpt_dir, filename="step_{step:08d}", auto_insert_metric_name=False,
+                                     **every)
+        flags: dict[str, Any] = dict(accelerator=_accelerator(job), devices=job.world_size, precision=precision,
+                                     max_steps=job.max_steps, accumulate_grad_batches=job.grad_accum,
+                                     callbacks=[checkpoint], default_root_dir=_root_dir(job))
+        if job.grad_clip is not None:
+            flags["gradient_clip_val"] = job.grad_clip
+        if job.val_every:
+            flags.update(val_check_interval=job.val_every * job.grad_accum, check_val_every_n_epoch=None)
         return flags
 
     # ------------------------------------------------------------------ what Lightning reports
@@ -385,14 +453,39 @@ class LightningAdapter(WrapperAdapter):
         return report
 
     def _deviations(self, job: TrainJob, trainer) -> list[str]:
+        if self.mode == "defaults":
+            return self._defaults_deviations(job, trainer)
         out = []
         per_epoch = job.train_sampler().batches_per_epoch
         if job.grad_accum > 1 and per_epoch % job.grad_accum:
             out.append(f"the last window of each epoch has {per_epoch % job.grad_accum} micro-batches; Lightning "
                        f"divides its losses by accumulate_grad_batches={job.grad_accum} (baseline: by the window "
                        "size), and validation counted in batches drifts off optimizer-step multiples")
-        if self.mode == "defaults":
-            out.append("defaults: scheduler stepped once per epoch (Lightning's default interval), validation "
-                       "interval counted in batches, sanity validation before training, Lightning's "
-                       "DistributedSampler in DDP, no data position or RNG in checkpoints")
+        return out
+
+    @staticmethod
+    def _defaults_deviations(job: TrainJob, trainer) -> list[str]:
+        """What the quick start does differently from the baseline, one line per kind (the semantic probe quotes the
+        first line that names a finding's topic, so each line keeps to its own words)."""
+        out = []
+        per_epoch = trainer.num_training_batches
+        if job.grad_accum > 1 and isinstance(per_epoch, int) and per_epoch % job.grad_accum:
+            out.append(f"the last window of each epoch has {per_epoch % job.grad_accum} micro-batches; Lightning "
+                       f"divides their losses by accumulate_grad_batches={job.grad_accum} (baseline: by the window "
+                       "size)")
+        out += [
+            "sanity check: Lightning runs two batches of the val loader before training (its default sanity "
+            "check)",
+            "validation every val_check_interval batches counted across epochs (val_every * "
+            "accumulate_grad_batches), which drifts from the asked cadence where an epoch's batch count is "
+            "not a multiple of grad_accum; at each epoch's end when val_every=0; none after the last step unless it "
+            "falls on the interval",
+            "scheduler stepped once per epoch: configure_optimizers returns {'optimizer', 'lr_scheduler': "
+            "scheduler}, whose interval defaults to 'epoch'",
+            "DataLoader(dataset): on one device the dataset's order (no shuffle), each epoch's incomplete last "
+            "batch kept (no drop_last); in DDP Lightning's DistributedSampler(shuffle=True, seed=0) for training, "
+            "the same order under every run seed, padded with repeated samples",
+            "checkpoints hold no data position or RNG; ModelCheckpoint keeps only the latest one, and the final "
+            "step gets none unless ckpt_every divides it",
+        ]
         return out

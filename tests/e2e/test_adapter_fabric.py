@@ -127,7 +127,8 @@ def test_aligned_refuses_fp16_on_cpu(workdir):
 
 def test_defaults_mode_runs_the_quick_start_and_the_observers_see_what_it_did(workdir):
     """Quick-start code: fp16 on CPU silently becomes bf16; with 16 batches an epoch and grad_accum=3 the
-    epoch's leftover batch spills into the next window (4 micro-batches at step 6)."""
+    accumulation page's `iteration % 3 != 0` steps on each epoch's first batch alone (steps 1 and 7), then every
+    3 batches."""
     ok(run_evalkit(workdir, TRAINER, "trainer.mode=defaults", "task.n_train=512", "task.n_val=128",
                    "train.max_steps=8", "train.val_every=4", "train.grad_accum=3", "precision=fp16_mixed"))
     client, (run,) = job_runs(workdir)
@@ -135,7 +136,7 @@ def test_defaults_mode_runs_the_quick_start_and_the_observers_see_what_it_did(wo
     assert run.data.tags["evalkit.observed_precision"] == "bfloat16"
     assert "fp16_mixed" in run.data.tags["evalkit.precision_mismatch"]
     assert [r["micro_batches"] for r in read_records(client, run.info.run_id)] == \
-           ["3", "3", "3", "3", "3", "4", "3", "3"]
+           ["1", "3", "3", "3", "3", "3", "1", "3"]
     cfg = effective_config(client, run)
     assert "explicit_settings" not in cfg and cfg["fabric"]["precision"] == "bf16-mixed"
     assert sorted(os.listdir(workdir)) == ["mlflow.db", "mlruns", "outputs"]

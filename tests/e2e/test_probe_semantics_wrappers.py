@@ -18,9 +18,10 @@ DECLARED = {"lightning": {"val.cadence", "window.short_underscaled"}, "accelerat
 # defaults: a finding each quick start must show (its code), and words of the setting that aligns it
 DEFAULTS = {
     "lightning": [("forward.before_training", "num_sanity_val_steps=0"), ("lr.per_epoch", "'interval': 'step'")],
-    "fabric": [("window.short_merged", "is_accumulating")],
+    "fabric": [("window.first_single", "is_accumulating"), ("loss.window_summed", "fabric.backward")],
     "accelerate": [("order.shuffled", "DataLoaderConfiguration")],
-    "hf_trainer": [("order.fixed_seed", "TrainingArguments(seed=")],
+    "hf_trainer": [("order.fixed_seed", "TrainingArguments(seed="), ("clip.unasked", "max_grad_norm=0"),
+                   ("lr.warmup_from_zero", "create_scheduler"), ("wd.skipped", "get_decay_parameter_names")],
     "ignite": [("lr.per_micro_batch", "custom update function"),
                ("clip.not_applied", "calling clip_grad_norm_")],     # create_supervised_trainer cannot clip
 }

@@ -1,0 +1,27 @@
+"""The Lightning adapter's defaults flags (issue 29): the quick start's Trainer(...) with the run's settings
+translated, and a clip value only when the run asks for one (the wrapper's default otherwise)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("lightning")
+
+from adapters.lightning_trainer import LightningAdapter  # noqa: E402
+
+# the Trainer flags defaults mode may pass: each a translation of a run setting (tests/smoke/test_quick_start_lightning)
+TRANSLATED = {"accelerator", "devices", "precision", "max_steps", "accumulate_grad_batches", "gradient_clip_val",
+              "val_check_interval", "check_val_every_n_epoch", "callbacks", "default_root_dir"}
+
+
+def test_a_clip_value_goes_to_the_trainer_only_when_the_run_asks_for_one(tmp_path):
+    adapter = LightningAdapter(mode="defaults")
+    job = SimpleNamespace(device=SimpleNamespace(type="cpu"), world_size=1, max_steps=4, grad_accum=2, val_every=0,
+                          ckpt_every=0, ckpt_dir=str(tmp_path / "ckpt"), grad_clip=None)
+    flags = adapter._defaults_flags(job, "32-true")
+    assert "gradient_clip_val" not in flags and "val_check_interval" not in flags
+    assert "check_val_every_n_epoch" not in flags
+    flags = adapter._defaults_flags(SimpleNamespace(**{**vars(job), "grad_clip": 0.5}), "32-true")
+    assert flags["gradient_clip_val"] == 0.5 and "gradient_clip_algorithm" not in flags
+    assert set(flags) <= TRANSLATED
