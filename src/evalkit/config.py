@@ -101,6 +101,9 @@ class TrainConfig:
     val_every: int = 25              # optimizer steps; 0 = only at the end
     ckpt_every: int = 0              # optimizer steps; 0 = only at the end
     num_workers: int = 0             # DataLoader workers
+    # the mode the model is handed to the wrapper in: train, or eval (as from_pretrained returns a model): training
+    # forwards must then run in train mode all the same (the wrapper, or the quick start's code, switches it)
+    model_mode: str = "train"
 
 
 @dataclass
@@ -305,7 +308,8 @@ def choices() -> dict[str, tuple]:
     from evalkit.probes.registry import probe_names
 
     return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),
-            "train.schedule": ("constant", "linear", "cosine"), "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
+            "train.schedule": ("constant", "linear", "cosine"), "train.model_mode": ("train", "eval"),
+            "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
             "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto"),
             "observe.profile": ("full", "timing"), "distributed.init_by": ("adapter", "evalkit"),
             "tracking.progress": ("auto", "live", "plain", "quiet")}

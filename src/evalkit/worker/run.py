@@ -101,6 +101,12 @@ def _missing_module(exc: BaseException | None) -> str | None:
     return None
 
 
+def hand_over(task: Task, cfg: DictConfig) -> None:
+    """The model in the mode `train.model_mode` says it reaches the wrapper in: eval, as `from_pretrained` returns
+    a model (the wrapper or the quick start's code must switch it to train mode), or train (as built)."""
+    task.model.train(cfg.train.get("model_mode", "train") != "eval")
+
+
 def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, Any],
              log_value: Any = None) -> TrainJob:
     train, prec = cfg.train, cfg.precision
@@ -172,6 +178,7 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         loads = LoadWatch() if spec.get("resume_from") else None
         if cfg.distributed.init_by == "evalkit":
             init_process_group(device)
+        hand_over(task, cfg)
         try:
             adapter.fit(make_job(cfg, task, device, spec, observer.record_value))
         finally:

@@ -10,6 +10,9 @@ job's seed: `oracle.clip_norm_for`), with another seed, so that a data order whi
 the same order under two seeds. With `probe.optimizers` holding adamw, one more job at the smallest world size:
 AdamW with weight decay (`ADAMW`), another seed again, so that the optimizer's param groups, decay and moments are
 replayed too (`update_rule`): a wrapper that builds its own optimizer shows which parameters it leaves undecayed.
+Its model is handed over in eval mode, as `from_pretrained` returns one: training forwards must still run in train
+mode (a loop that never calls `model.train()` trains with dropout off; the caliber's MLP has none, so only the mode
+differs and the oracle still holds).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ TRUTH_CALIBER: dict[str, object] = {
 }
 TASK = "mlp_regression"
 ADAMW: dict[str, object] = {"train.optimizer": "adamw", "train.weight_decay": 0.1, "train.betas": [0.9, 0.999],
-                            "train.lr": 0.01}
+                            "train.lr": 0.01, "train.model_mode": "eval"}
 
 
 def job_name(world_size: int, clip: bool) -> str:
