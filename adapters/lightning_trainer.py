@@ -91,6 +91,7 @@ ALIGNED_MODULE = {
     "end_validation": "trainer.validate() after fit when the last step was not a validation step",
     "training_loss": "job.task.loss_fn(model(x), y) in training_step (Lightning divides by "
                      "accumulate_grad_batches)",
+    "train_mode": "self.train() in on_train_start (Lightning keeps the mode the model was handed over in)",
 }
 
 
@@ -98,6 +99,8 @@ ALIGNED_MODULE = {
 # reported as `aligns` in the effective config; the semantic probe names it beside each finding.
 ALIGNS = {
     "forward.before_training": "Trainer(num_sanity_val_steps=0)",
+    "micro.train_mode": "self.train() in the LightningModule's on_train_start (Lightning keeps the eval mode a "
+                        "pretrained model arrives in, with a warning)",
     "val.cadence": "Trainer(val_check_interval=val_every * accumulate_grad_batches, check_val_every_n_epoch=None) "
                    "(counted in batches: still drifts where an epoch's batches are not a multiple of grad_accum)",
     "lr": "configure_optimizers returning {'lr_scheduler': {'scheduler': s, 'interval': 'step', 'frequency': 1}}",
@@ -220,6 +223,11 @@ def _classes():
 
         def on_train_start(self):
             self.start_step = self.trainer.global_step   # restored by Lightning when resuming
+            if self._aligned:
+                # Lightning (>= 2.2) keeps the mode each submodule had when fit started (it warns "Found N module(s)
+                # in eval mode at the start of training"): a model handed over in eval mode, as a pretrained one
+                # arrives, would train in eval mode. The baseline calls model.train() before its loop.
+                self.train()
 
         def on_train_batch_start(self, batch, batch_idx):
             if isinstance(self._train_loader, ResumableLoader):

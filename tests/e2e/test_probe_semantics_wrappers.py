@@ -17,7 +17,8 @@ WRAPPERS = ["lightning", "fabric", "accelerate", "hf_trainer", "ignite"]
 DECLARED = {"lightning": {"val.cadence", "window.short_underscaled"}, "accelerate": {"window.short_underscaled"}}
 # defaults: a finding each quick start must show (its code), and words of the setting that aligns it
 DEFAULTS = {
-    "lightning": [("forward.before_training", "num_sanity_val_steps=0"), ("lr.per_epoch", "'interval': 'step'")],
+    "lightning": [("forward.before_training", "num_sanity_val_steps=0"), ("lr.per_epoch", "'interval': 'step'"),
+                  ("micro.train_mode", "on_train_start")],      # a model handed over in eval mode stays in it
     "fabric": [("window.first_single", "is_accumulating"), ("loss.window_summed", "fabric.backward")],
     "accelerate": [("order.shuffled", "DataLoaderConfiguration")],
     "hf_trainer": [("order.fixed_seed", "TrainingArguments(seed="), ("clip.unasked", "max_grad_norm=0"),
