@@ -8,9 +8,10 @@ SUITE names the few unit modules about the project itself rather than one module
 `pytest -m "unit or smoke"` (CI) honest.
 
 Processes are read from the source (ast), never by running the tests. A test starts a process when its body, a
-fixture it requests or a function it uses (of its own module or of helpers.py, followed transitively) calls a
-process starter of subprocess, os or multiprocessing through its module (`subprocess.run`, `Popen`), names the
-`EVALKIT` command, or builds evalkit's in-process `Controller` (whose run launches the workers). Not seen: a
+fixture it requests or a function it uses (of its own module or of the shared modules at the suite's top,
+followed transitively) calls a process starter of subprocess, os or multiprocessing through its module
+(`subprocess.run`, `Popen`), names the `EVALKIT` command, or builds evalkit's in-process `Controller` (whose run
+launches the workers). Not seen: a
 starter imported bare (`from subprocess import run`), and an evalkit library call that starts a child deep inside:
 STARTS_UNSEEN names those, each with the call that starts it.
 """
@@ -83,7 +84,8 @@ def functions(source: str) -> tuple[dict[str, Function], set[str]]:
 
 def process_starters(sources: dict[str, str], shared: dict[str, str]) -> dict[str, bool]:
     """`path::test` -> whether it starts a process, for every test in `sources` (path -> text); `shared` holds
-    helpers.py and conftest.py, whose functions and fixtures every test file may use."""
+    the suite's shared modules (helpers.py, conftest.py, ...), whose functions and fixtures every test file may
+    use."""
     common: dict[str, Function] = {}
     common_fixtures: set[str] = set()
     for text in shared.values():
@@ -151,7 +153,8 @@ def layout_problems(paths: list[str], suite: dict[str, str] = SUITE,
 def _suite() -> tuple[dict[str, str], dict[str, str]]:
     tests = {p.relative_to(TESTS).as_posix(): p.read_text() for p in sorted(TESTS.rglob("test_*.py"))
              if "fixtures" not in p.relative_to(TESTS).parts and "planted" not in p.relative_to(TESTS).parts}
-    return tests, {p.name: p.read_text() for p in (TESTS / "helpers.py", TESTS / "conftest.py")}
+    # the shared modules at the suite's top (helpers.py, conftest.py, quick_start_spy.py, ...): any test may use them
+    return tests, {p.name: p.read_text() for p in sorted(TESTS.glob("*.py")) if not p.name.startswith("test_")}
 
 
 def test_every_test_module_sits_in_the_layout():
