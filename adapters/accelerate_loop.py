@@ -482,22 +482,19 @@ class AccelerateAdapter(WrapperAdapter):
     def _save(self, job: TrainJob, accelerator, step: int, epoch: int, batch_in_epoch: int) -> None:
         out = os.path.join(job.ckpt_dir, f"step_{step:08d}")
         accelerator.save_state(out, safe_serialization=True)
-        accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            tmp = os.path.join(out, f"{POSITION_FILE}.tmp")
-            with open(tmp, "w") as fh:
-                json.dump({"format": POSITION_FORMAT, "step": step, "epoch": epoch,
-                           "batch_in_epoch": batch_in_epoch, "mode": self.mode,
-                           "world_size": job.world_size, "grad_accum": job.grad_accum}, fh)
-            os.replace(tmp, os.path.join(out, POSITION_FILE))
-        accelerator.wait_for_everyone()
+        self._write_position(job, accelerator, out, step, epoch, batch_in_epoch)
 
     def _save_defaults(self, job: TrainJob, accelerator, step: int, epoch: int, batch_in_epoch: int) -> None:
-        """`accelerator.save_state(dir)` as the checkpointing guide writes it, then evalkit's position file. Where
-        Accelerate did not join the launched ranks, every rank is its own main process and writes the same
-        directory: each writes its position file through a temporary file of its own."""
+        """`accelerator.save_state(dir)` as the checkpointing guide writes it, then evalkit's position file."""
         out = os.path.join(job.ckpt_dir, f"step_{step:08d}")
         accelerator.save_state(out)
+        self._write_position(job, accelerator, out, step, epoch, batch_in_epoch)
+
+    def _write_position(self, job: TrainJob, accelerator, out: str, step: int, epoch: int,
+                        batch_in_epoch: int) -> None:
+        """evalkit's position file beside the state. Where Accelerate did not join the launched ranks (defaults on
+        CPU), every rank is its own main process and writes the same directory: each through a temporary file of
+        its own."""
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             tmp = os.path.join(out, f"{POSITION_FILE}.{os.getpid()}.tmp")

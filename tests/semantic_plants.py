@@ -39,3 +39,13 @@ def codes(result) -> list[str]:
 def only(result, code: str):
     assert codes(result) == [code], [f.line() for f in result.findings]
     return result.findings[0]
+
+
+def regroup(job: evidence.JobEvidence, sizes: list[int]) -> None:
+    """Rank 0's micro-batches, in their order, cut into steps of `sizes` micro-batches (one per recorded step)."""
+    stream = [m["ids"] for m in sorted(job.micro[0], key=lambda m: (m["step"], m["i"]))]
+    groups, at = {}, 0
+    for k, size in enumerate(sizes[:len(job.steps)], 1):
+        groups[k] = {0: stream[at:at + size]}
+        at += size
+    set_stream(job, groups)

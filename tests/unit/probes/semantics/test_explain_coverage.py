@@ -4,7 +4,7 @@ sampler reproduces its order; and the window layout of Fabric's accumulation pag
 from __future__ import annotations
 
 import numpy as np
-from semantic_plants import codes, replant_updates, set_stream
+from semantic_plants import codes, regroup, replant_updates, set_stream
 
 from evalkit.probes.semantics.explain_coverage import check_coverage, check_partial_batches, epochs_of
 from evalkit.probes.semantics.explain_update import Model, predict
@@ -86,12 +86,7 @@ def _relabeled(job, seed: int = 5) -> None:
 def test_windows_across_epochs_under_the_wrappers_own_order(jobs):
     job = jobs["ws1-noclip"]
     _relabeled(job)
-    stream = [m["ids"] for m in sorted(job.micro[0], key=lambda m: (m["step"], m["i"]))]
-    sizes, at, groups = [3] * 8 + [1, 1], 0, {}       # 26 micro-batches in windows of 3 across epoch ends
-    for k, size in enumerate(sizes, 1):
-        groups[k] = {0: stream[at:at + size]}
-        at += size
-    set_stream(job, groups)
+    regroup(job, [3] * 8 + [1, 1])       # 26 micro-batches in windows of 3 across epoch ends
     replant_updates(job)
     result = judge([job])
     assert "window.spans_epochs" in codes(result) and "order.shuffled" in codes(result), codes(result)
@@ -101,13 +96,7 @@ def test_windows_across_epochs_under_the_wrappers_own_order(jobs):
 
 def test_fabric_pages_accumulation_first_window_of_one_is_named(jobs):
     job = jobs["ws1-noclip"]
-    stream = [m["ids"] for m in sorted(job.micro[0], key=lambda m: (m["step"], m["i"]))]
-    sizes = [1, 3, 3, 3] * 3                   # steps at each epoch's iterations 0, 3, 6, 9
-    groups, at = {}, 0
-    for k, size in enumerate(sizes[:len(job.steps)], 1):
-        groups[k] = {0: stream[at:at + size]}
-        at += size
-    set_stream(job, groups)
+    regroup(job, [1, 3, 3, 3] * 3)   # steps at each epoch's iterations 0, 3, 6, 9
     replant_updates(job)
     result = judge([job])
     assert codes(result) == ["window.first_single"], codes(result)

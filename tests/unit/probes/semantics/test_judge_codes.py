@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import FIXTURES, RECORDED_SEMANTICS, recorded_evidence
-from semantic_plants import codes, replant_updates, set_stream
+from semantic_plants import codes, regroup, replant_updates
 
 import evalkit.probes.semantics.judge as judge_module
 from evalkit.probes.semantics.judge import judge
@@ -93,12 +93,6 @@ def test_a_schedule_run_at_another_pace_is_named_rescaled(jobs):
 
 def test_micro_batches_grouped_by_no_known_layout_are_unexplained(jobs):
     job = jobs["ws1-noclip"]
-    stream = [m["ids"] for m in sorted(job.micro[0], key=lambda m: (m["step"], m["i"]))]
-    sizes = [2, 3, 3, 2] * 3          # each epoch's 10 micro-batches in windows of 2, 3, 3, 2 instead of 3, 3, 3, 1
-    groups, at = {}, 0
-    for k, size in enumerate(sizes[:len(job.steps)], 1):
-        groups[k] = {0: stream[at:at + size]}
-        at += size
-    set_stream(job, groups)
+    regroup(job, [2, 3, 3, 2] * 3)   # each epoch's 10 micro-batches in windows of 2, 3, 3, 2 instead of 3, 3, 3, 1
     replant_updates(job)
     assert codes(judge([job])) == ["unexplained.windows"]
