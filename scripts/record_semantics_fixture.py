@@ -6,8 +6,9 @@
         --pythonpath tests/planted \
         --override +trainer.options.wrong=lr.per_epoch --world-sizes 1
 
-Runs `ws1-noclip`, then `ws1-clip` (seed 1, clipped at the lowest decile of the window gradient norms of the
-oracle's own run at that seed, `oracle.clip_norm_for`), then the same at world size 2 (gloo), each with the
+Runs `ws1-noclip`, then `ws1-clip` (seed 1, clipped at the lowest decile of the windows' largest partial sums along
+the oracle's own run at that seed, `oracle.clip_norm_for`), then the same at world size 2 (gloo), then the short-epoch
+job at the smallest world size (seed 3, `plan.short_epoch`: epochs shorter than one window), each with the
 `evalkit` command in a scratch directory, reads each run back from its store (`evidence.load_job`) and writes
 them all with `evidence.save_fixture`.
 """
@@ -24,7 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from evalkit.probes import evidence
 from evalkit.probes.semantics.oracle import clip_norm_for
-from evalkit.probes.semantics.plan import TRUTH_CALIBER, job_name
+from evalkit.probes.semantics.plan import TRUTH_CALIBER, job_name, short_epoch, short_epoch_job_name
 
 
 def _override(key: str, value: object) -> str:
@@ -59,6 +60,10 @@ def record(trainer: list[str], env: dict[str, str], world_sizes: list[int]) -> l
                 continue
             jobs.append(run_job(scratch, job_name(ws, True),
                                 [*caliber, *trainer, *dist, "seed=1", f"train.grad_clip={norm!r}"], env))
+        ws = min(world_sizes)
+        dist = ["distributed=ddp", f"distributed.world_size={ws}"] if ws > 1 else []
+        short = [_override(k, v) for k, v in short_epoch(ws).items()]
+        jobs.append(run_job(scratch, short_epoch_job_name(ws), [*caliber, *short, *trainer, *dist, "seed=3"], env))
     return jobs
 
 

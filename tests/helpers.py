@@ -275,7 +275,7 @@ SEMANTICS_WS1 = {
     "lr.twice_per_step": ("lr.twice_per_step", 2), "lr.warmup_off_by_one": ("lr.warmup_off_by_one", 1),
     "lr.warmup_unit": ("lr.warmup_unit", 1), "loss.window_summed": ("loss.window_summed", 1),
     "window.short_underscaled": ("window.short_underscaled", 4), "window.short_dropped": ("window.short_dropped", 4),
-    "window.short_carried": ("window.short_carried", 4), "window.short_merged": ("window.short_merged", 4),
+    "window.short_merged": ("window.short_merged", 4),
     "clip.unasked": ("clip.unasked", None),
     "wd.unasked": ("wd.unasked", 1), "order.shuffled": ("order.shuffled", 1),
     "forward.before_training": ("forward.before_training", 0), "forward.extra_train": ("forward.extra_train", 1),
@@ -300,11 +300,17 @@ SEMANTICS_OPTIMIZER = {"optim.other": ("optim.other", 1), "optim.hyper": ("optim
                        "optim.unoptimized": ("optim.unoptimized", 1), "wd.skipped": ("wd.skipped", 1),
                        "lr.per_group": ("lr.per_group", 1), "lr.warmup_from_zero": ("lr.warmup_from_zero", 1)}
 SGD_ONLY = "probe.optimizers=[sgd]"
-SEMANTICS_SETTINGS = [(SEMANTICS_WS1, ["probe.world_sizes=[1]", "probe.clip=[false]", SGD_ONLY]),
-                      (SEMANTICS_WS1_BOTH_JOBS, ["probe.world_sizes=[1]", SGD_ONLY]),
-                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]", SGD_ONLY]),
-                      (SEMANTICS_OPTIMIZER, ["probe.world_sizes=[1]", "probe.clip=[false]"]),
-                      (SEMANTICS_INCONCLUSIVE, ["probe.world_sizes=[1]", SILENT_LOOP, SGD_ONLY])]
+# The short-epoch job (epochs shorter than one window) runs with the correct loop's recording (none.json.gz) and the
+# carried windows' (shown there on every step); window.short_dropped and window.short_merged never step there (each
+# waits for a window of 3 that never comes) and would only run into the job's time limit.
+NO_SHORT = "probe.short_epoch=false"
+SEMANTICS_WINDOWS = {"window.short_carried": ("window.short_carried", 4)}
+SEMANTICS_SETTINGS = [(SEMANTICS_WS1, ["probe.world_sizes=[1]", "probe.clip=[false]", SGD_ONLY, NO_SHORT]),
+                      (SEMANTICS_WINDOWS, ["probe.world_sizes=[1]", "probe.clip=[false]", SGD_ONLY]),
+                      (SEMANTICS_WS1_BOTH_JOBS, ["probe.world_sizes=[1]", SGD_ONLY, NO_SHORT]),
+                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]", SGD_ONLY, NO_SHORT]),
+                      (SEMANTICS_OPTIMIZER, ["probe.world_sizes=[1]", "probe.clip=[false]", NO_SHORT]),
+                      (SEMANTICS_INCONCLUSIVE, ["probe.world_sizes=[1]", SILENT_LOOP, SGD_ONLY, NO_SHORT])]
 SEMANTICS_PLANTED = {v: expected for group, _ in SEMANTICS_SETTINGS if group is not SEMANTICS_INCONCLUSIVE
                      for v, expected in group.items()}
 RECORDED_SEMANTICS = FIXTURES / "semantics" / "planted"    # <variant>.json.gz, and none.json.gz (the correct loop)

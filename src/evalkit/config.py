@@ -104,6 +104,9 @@ class TrainConfig:
     # the mode the model is handed to the wrapper in: train, or eval (as from_pretrained returns a model): training
     # forwards must then run in train mode all the same (the wrapper, or the quick start's code, switches it)
     model_mode: str = "train"
+    # wall seconds the job may run before evalkit stops it and fails it (null: no limit): a wrapper that never reaches
+    # max_steps would otherwise run on forever (the semantic probe sets it for its jobs)
+    time_limit_s: Optional[float] = None
 
 
 @dataclass
@@ -175,6 +178,8 @@ class ProbeConfig:
     # semantics: the optimizers of the truth caliber's jobs: sgd (the jobs above, per world size) and adamw (one job
     # with weight decay at the smallest world size: the optimizer's param groups and decay)
     optimizers: list[str] = field(default_factory=lambda: ["sgd", "adamw"])
+    # semantics: one more SGD job at the smallest world size whose epochs are shorter than one accumulation window
+    short_epoch: bool = True
     repeats: int = 5                 # performance: jobs per arm and model width, baseline and wrapper alternating
     widths: list[int] = field(default_factory=lambda: [256, 512])    # performance: the model widths (task.hidden)
     steps: int = 60                  # performance: optimizer steps timed per job (after observe.warmup_steps)
@@ -277,6 +282,7 @@ RANGES: dict[str, Range] = {
     "train.betas": Range(0, 1, high_open=True, length=2), "train.warmup_steps": AT_LEAST_0,
     "train.min_lr_ratio": Range(0, 1), "train.batch_size": AT_LEAST_1, "train.grad_accum": AT_LEAST_1,
     "train.grad_clip": Range(0, low_open=True, nullable=True), "train.max_steps": AT_LEAST_1,
+    "train.time_limit_s": Range(0, low_open=True, nullable=True),
     "train.val_every": AT_LEAST_0, "train.ckpt_every": AT_LEAST_0, "train.num_workers": AT_LEAST_0,
     **{f"task.{size}": AT_LEAST_1 for size in TASK_SIZES},
     "task.noise": AT_LEAST_0, "task.dropout": Range(0, 1, high_open=True), "task.metric_margin": POSITIVE,

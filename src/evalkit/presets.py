@@ -32,7 +32,7 @@ class Preset:
 
 
 QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
-    "semantics": ProbePlan([], jobs_per_run=5),       # per world size 1, 2: no clip, clip; and the AdamW job
+    "semantics": ProbePlan([], jobs_per_run=6),       # per world size 1, 2: no clip, clip; AdamW; short epoch
     # Step by step and two paired seeds, aligned mode: in defaults mode the wrapper computes something else by
     # design (the semantic probe names what), and two seeds cannot size that difference.
     "consistency": ProbePlan(["probe.seeds=2"], ("aligned",), jobs_per_run=4),
@@ -51,7 +51,7 @@ QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
 })
 
 THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classification", "tiny_lm"), probes={
-    "semantics": ProbePlan([], jobs_per_run=5),       # per world size 1, 2: no clip, clip; and the AdamW job
+    "semantics": ProbePlan([], jobs_per_run=6),       # per world size 1, 2: no clip, clip; AdamW; short epoch
     "consistency": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40),
     "performance": ProbePlan(["probe.repeats=8", "probe.widths=[128,512,1024]", "probe.steps=300"],
                              jobs_per_run=48),

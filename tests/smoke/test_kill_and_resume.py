@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from helpers import ADAPTER_SMALL, job_runs, read_records, run_evalkit
+from helpers import ADAPTER_SMALL, PLANTED, job_runs, read_records, run_evalkit
 
 
 def test_a_killed_job_keeps_its_records_and_resumes_bit_for_bit(workdir, shared_sweep):
@@ -31,3 +31,17 @@ def test_a_killed_job_keeps_its_records_and_resumes_bit_for_bit(workdir, shared_
     for row in rest:   # the CSV holds repr-exact floats: string equality is bit equality
         assert (row["loss"], row["lr"], row["grad_norm"]) == \
                (full[row["step"]]["loss"], full[row["step"]]["lr"], full[row["step"]]["grad_norm"]), row["step"]
+
+
+def test_a_job_past_its_time_limit_is_stopped_and_failed_with_the_reason(workdir):
+    """A loop that never completes an accumulation window (the planted one that skips each epoch's short window,
+    with epochs of 2 micro-batches and windows of 3) never reaches max_steps: past train.time_limit_s evalkit stops
+    it and fails the run with the reason, instead of waiting forever."""
+    done = run_evalkit(workdir, "trainer._target_=planted_loop.PlantedAdapter", "trainer.name=planted",
+                       "+trainer.options.wrong=window.short_dropped", "task.n_train=8", "train.batch_size=4",
+                       "train.grad_accum=3", "train.max_steps=5", "train.time_limit_s=8", timeout=120,
+                       env={"PYTHONPATH": str(PLANTED)})
+    assert done.returncode != 0, done.stderr[-3000:]
+    _, (run,) = job_runs(workdir)
+    reason = run.data.tags["evalkit.failure_reason"]
+    assert run.info.status == "FAILED" and "time limit of 8 s (train.time_limit_s) after step 0 of 5" in reason

@@ -123,6 +123,7 @@ class Controller:
         self.run_recorded = run_id is not None   # created, with its params and configuration logged
         self.run_dir_tagged = False              # the run's folder tags (RUN_DIR, CHECKPOINT_DIR) are set
         self.workers: WorkerGroup | None = None
+        self.timed_out = False   # the workers were stopped past train.time_limit_s
         self.started: float | None = None     # when start_run recorded the run (monotonic)
         self.sampler: SystemSampler | None = None
         self.progress: JobProgress | None = None
@@ -247,6 +248,8 @@ class Controller:
         finally:
             self.sampler.stop()
         outcome = self.workers.outcome(self.stop.signame)
+        if self.timed_out:
+            outcome = dataclasses.replace(outcome, time_limit_s=float(self.cfg.train.time_limit_s))
         try:
             with open(os.path.join(self.run_dir, names.EXIT_CODES_FILE), "w") as fh:
                 json.dump(dataclasses.asdict(outcome), fh)
@@ -289,8 +292,11 @@ class Controller:
         # A timed job's records ship when its workers have ended: the controller's store writes would compete
         # with the steps being timed for the same cores.
         timed = self.cfg.observe.profile == "timing"
+        limit = self.cfg.train.get("time_limit_s")
+        deadline = time.monotonic() + float(limit) if limit else None
         while (codes := self.workers.poll()) is None:
-            if self.stop.signame:
+            if self.stop.signame or (deadline is not None and time.monotonic() > deadline):
+                self.timed_out = not self.stop.signame
                 self.workers.stop()
                 continue
             time.sleep(min(interval, self.POLL_S))   # the workers' end is seen within POLL_S, not a whole interval
@@ -373,6 +379,11 @@ class Controller:
         if outcome.interrupted:
             return self.fail(f"interrupted by {outcome.interrupted} after step {last}; the records up to it are "
                              "kept", status="KILLED")
+        if outcome.time_limit_s:
+            return self.fail(f"stopped past its time limit of {outcome.time_limit_s:g} s (train.time_limit_s) after "
+                             f"step {last} of {self.cfg.train.max_steps}; the records up to it are kept: the wrapper "
+                             "never reached max_steps in time (one that never completes an accumulation window, "
+                             "e.g. where an epoch is shorter than one, runs on forever)")
         if all(c == 0 for c in outcome.codes):
             loss = f", final train loss {shipper.steps[-1]['loss']:.4g}" \
                 if shipper.steps and shipper.steps[-1].get("loss") is not None else ""

@@ -24,13 +24,15 @@ from evalkit import names
 @dataclass
 class Outcome:
     """How the ranks ended: exit codes (negative: killed by that signal), the rank that failed first, the
-    ranks evalkit stopped itself (after another rank failed, or on an interrupt), and the interrupt."""
+    ranks evalkit stopped itself (after another rank failed, on an interrupt, or past the job's time limit), and the
+    interrupt."""
 
     codes: list[int | None]            # None: a rank on another node that never reported
     first_failed: int | None = None
     stopped: list[int] = field(default_factory=list)
     interrupted: str | None = None     # SIGINT / SIGTERM received by the controller
     node_problem: str | None = None    # several nodes: why a node's ranks are unaccounted for (codes None)
+    time_limit_s: float | None = None  # the ranks were stopped past the job's time limit (train.time_limit_s)
 
     @classmethod
     def from_json(cls, data) -> "Outcome":

@@ -62,8 +62,12 @@ def test_the_clipped_job_waits_for_the_unclipped_one_and_clips_where_the_oracle_
     cfg = compose("probe=semantics", "seed=3")
     probe = load_probe("semantics")
     first, notes = probe.plan(cfg, {})
-    assert [j.name for j in first] == ["ws1-noclip", "ws2-noclip", "ws1-adamw"] and notes == []
+    assert [j.name for j in first] == ["ws1-noclip", "ws2-noclip", "ws1-adamw", "ws1-shortepoch"] and notes == []
     assert (first[2].overrides["train.optimizer"], first[2].overrides["seed"]) == ("adamw", 5)   # waits for nothing
+    # an epoch of exactly 2 micro-batches, shorter than the window of 3; SGD, another seed
+    short = first[3].overrides
+    assert (short["task.n_train"], short["train.grad_accum"], short["train.optimizer"], short["seed"]) == \
+        (8, 3, "sgd", 6)
     assert first[0].overrides["seed"] == 3 and first[1].overrides["distributed.world_size"] == 2
     done = {j.name: JobEvidence(j.name, "r", "FINISHED", {}) for j in first}
     second, _ = probe.plan(cfg, done)
@@ -80,7 +84,8 @@ def test_no_clipped_job_when_the_unclipped_one_gave_no_gradient(compose, monkeyp
     cfg = compose("probe=semantics", "probe.world_sizes=[1]")
     probe = load_probe("semantics")
     jobs, notes = probe.plan(cfg, {"ws1-noclip": JobEvidence("ws1-noclip", "r", "FAILED", {}),
-                                   "ws1-adamw": JobEvidence("ws1-adamw", "r", "FINISHED", {})})
+                                   "ws1-adamw": JobEvidence("ws1-adamw", "r", "FINISHED", {}),
+                                   "ws1-shortepoch": JobEvidence("ws1-shortepoch", "r", "FINISHED", {})})
     assert jobs == [] and notes == ["ws1-clip not run: ws1-noclip recorded no gradient to choose a clipping norm from"]
 
 

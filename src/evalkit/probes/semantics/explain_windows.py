@@ -43,8 +43,9 @@ def layout_groups(cal: Caliber, sampler: Sampler, layout: str, n_steps: int, ran
     for rank in ranks:
         windows: list[list[list[int]]] = []
         carry: list[list[int]] = []
-        for epoch in micro_epochs(cal, sampler, rank):
-            if not epoch or len(windows) >= n_steps:
+        for count, epoch in enumerate(micro_epochs(cal, sampler, rank)):
+            # "dropped" never completes a window when epochs are shorter than one: stop where any layout would be done
+            if not epoch or len(windows) >= n_steps or count > n_steps * cal.grad_accum:
                 break
             if layout == "leading":
                 for i, batch in enumerate(epoch):

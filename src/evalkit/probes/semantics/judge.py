@@ -59,7 +59,7 @@ HOW = {
                   "(observe.sample_ids=true, set by the probe): the wrapper fed the model batches without them, or "
                   "forwarded outside the hooked model",
     "steps": "the steps left unchecked are named in the notes",
-    "clip": "the plan clips where a careful loop's window gradients exceed the norm on most steps "
+    "clip": "the plan clips where a careful loop's partial window sums exceed the norm on most steps "
             "(oracle.clip_norm_for): a job recorded at another norm needs the probe run again; otherwise the "
             "wrapper's LR was 0 or its gradients stayed below the norm on every checked step",
     "clip job": "the clip norm comes from the job without clipping's config: rerun the probe once that job runs",

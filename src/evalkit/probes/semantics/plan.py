@@ -5,14 +5,20 @@ MLP (433 parameters, no dropout), plain SGD, accumulation over 3 micro-batches i
 or 5 (world size 2) micro-batches per rank, so every epoch ends on a short window; warm-up then linear
 decay over 10 optimizer steps (2.5 epochs at world size 1, 5 at world size 2); fp32; the parameters
 recorded after every optimizer step. Per world size, one job without clipping and one with clipping at a norm
-that binds on most of its steps (the lowest decile of the window gradient norms of the oracle's own run at the clip
-job's seed: `oracle.clip_norm_for`), with another seed, so that a data order which ignores evalkit's seed shows as
-the same order under two seeds. With `probe.optimizers` holding adamw, one more job at the smallest world size:
+that binds on most of its steps, and already on most windows' partial sums, so that clipping per micro-batch shows (the
+lowest decile of the windows' largest partial sums along the oracle's own run at the clip job's seed:
+`oracle.clip_norm_for`), with another seed, so that a data order which ignores evalkit's seed shows as
+the same order under two seeds. Every job is stopped and failed past 120 s (the slowest measured here: about 15 s, the
+Lightning quick start's at world size 1, start-up included): a wrapper that never completes a window must not hang the
+probe. With `probe.optimizers` holding adamw, one more job at the smallest world size:
 AdamW with weight decay (`ADAMW`), another seed again, so that the optimizer's param groups, decay and moments are
 replayed too (`update_rule`): a wrapper that builds its own optimizer shows which parameters it leaves undecayed.
 Its model is handed over in eval mode, as `from_pretrained` returns one: training forwards must still run in train
 mode (a loop that never calls `model.train()` trains with dropout off; the caliber's MLP has none, so only the mode
-differs and the oracle still holds).
+differs and the oracle still holds). With `probe.short_epoch`, one more SGD job at the smallest world size, another
+seed again, whose epochs hold fewer micro-batches than one accumulation window (`short_epoch`: 2 per rank, with 3 per
+window): a careful loop steps once per epoch on a short window of 2; a loop that counts windows across epochs, drops
+the short window or carries its gradient into the next epoch shows it on every step, not once per epoch.
 """
 from __future__ import annotations
 
@@ -25,10 +31,21 @@ TRUTH_CALIBER: dict[str, object] = {
     "train.val_every": 4, "train.ckpt_every": 0, "train.num_workers": 0,
     "precision.name": "fp32", "precision.autocast_dtype": None, "precision.grad_scaler": False,
     "observe.params": True, "observe.sample_ids": True, "observe.warmup_steps": 0,
+    "train.time_limit_s": 120,
 }
 TASK = "mlp_regression"
 ADAMW: dict[str, object] = {"train.optimizer": "adamw", "train.weight_decay": 0.1, "train.betas": [0.9, 0.999],
                             "train.lr": 0.01, "train.model_mode": "eval"}
+
+
+SHORT_EPOCH_BATCHES = 2      # micro-batches per rank and epoch in the short-epoch job: fewer than train.grad_accum
+
+
+def short_epoch(world_size: int) -> dict[str, object]:
+    """The short-epoch job's settings: exactly SHORT_EPOCH_BATCHES full micro-batches per rank and epoch, no sample
+    over, so that a loader keeping an incomplete last batch (drop_last=False) gives no third micro-batch either."""
+    n_train = int(TRUTH_CALIBER["train.batch_size"]) * world_size * SHORT_EPOCH_BATCHES
+    return {"task.n_train": n_train}
 
 
 def job_name(world_size: int, clip: bool) -> str:
@@ -37,3 +54,7 @@ def job_name(world_size: int, clip: bool) -> str:
 
 def adamw_job_name(world_size: int) -> str:
     return f"ws{world_size}-adamw"
+
+
+def short_epoch_job_name(world_size: int) -> str:
+    return f"ws{world_size}-shortepoch"

@@ -6,7 +6,15 @@ from omegaconf import DictConfig
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
-from evalkit.probes.semantics.plan import ADAMW, TASK, TRUTH_CALIBER, adamw_job_name, job_name
+from evalkit.probes.semantics.plan import (
+    ADAMW,
+    TASK,
+    TRUTH_CALIBER,
+    adamw_job_name,
+    job_name,
+    short_epoch,
+    short_epoch_job_name,
+)
 
 
 class SemanticsProbe:
@@ -21,12 +29,14 @@ class SemanticsProbe:
         sizes = ",".join(str(w) for w in cfg.probe.world_sizes)
         optimizers = ",".join(cfg.probe.get("optimizers", ["sgd"]))
         return (f"truth|hw={cfg.hardware.name}|bs={TRUTH_CALIBER['train.batch_size']}"
-                f"|accum={TRUTH_CALIBER['train.grad_accum']}|prec=fp32|ws={sizes}|opt={optimizers}")
+                f"|accum={TRUTH_CALIBER['train.grad_accum']}|prec=fp32|ws={sizes}|opt={optimizers}"
+                f"{'|short_epoch' if cfg.probe.get('short_epoch') else ''}")
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """Per world size the job without clipping first (seed s), then the one with clipping (seed s + 1) at
-        the norm `oracle.clip_norm_for` gives from the first one's config: the lowest decile of the window gradient
-        norms of the oracle's own run at seed s + 1, so that clipping binds on most of the clip job's steps. A clip
+        the norm `oracle.clip_norm_for` gives from the first one's config: the lowest decile of the windows' largest
+        partial sums along the oracle's own run at seed s + 1, so that clipping binds on most of the clip job's steps
+        and on most windows' partial sums. A clip
         job left out (no norm) is noted here and is an evidence gap for the judge (inconclusive, not a pass)."""
         jobs, notes = [], []
         optimizers = list(cfg.probe.get("optimizers", ["sgd"]))
@@ -49,6 +59,10 @@ class SemanticsProbe:
             jobs.append(PlannedJob(adamw_job_name(world), {
                 **TRUTH_CALIBER, **ADAMW, "distributed.name": "ddp" if world > 1 else "none",
                 "distributed.world_size": world, "seed": cfg.seed + 2}))
+        if cfg.probe.get("short_epoch") and short_epoch_job_name(world) not in done:
+            jobs.append(PlannedJob(short_epoch_job_name(world), {
+                **TRUTH_CALIBER, **short_epoch(world), "distributed.name": "ddp" if world > 1 else "none",
+                "distributed.world_size": world, "seed": cfg.seed + 3}))
         return jobs, notes
 
     @staticmethod

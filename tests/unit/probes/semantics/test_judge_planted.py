@@ -39,7 +39,19 @@ def test_every_planted_variant_has_a_recording_and_nothing_else_does():
 def test_the_correct_planted_loop_yields_nothing():
     result = judged("none")
     assert result["passed"] and result["findings"] == [] and not result["inconclusive"]
-    assert result["figures"]["steps_checked"] == result["figures"]["steps_asked"] == 20     # the SGD and AdamW jobs
+    # the SGD, AdamW and short-epoch jobs
+    assert result["figures"]["steps_checked"] == result["figures"]["steps_asked"] == 30
+
+
+def test_windows_carried_across_epochs_show_on_every_step_of_the_short_epoch_job():
+    """Epochs of 2 micro-batches, windows of 3: the carried layout differs from the careful loop's on every step
+    of the short-epoch job (its windows hold 3 micro-batches from two epochs, not 2 from one), not only at the
+    main job's epoch ends."""
+    (finding,) = [f for f in judged("window.short_carried")["findings"] if f["code"] == "window.short_carried"]
+    assert finding["job"] == "ws1-noclip, ws1-shortepoch", finding
+    jobs = {j.name: j for j in recorded_evidence(RECORDED_SEMANTICS / "window.short_carried.json.gz")}
+    (short,) = [f for f in judge([jobs["ws1-shortepoch"]]).findings if f.code == "window.short_carried"]
+    assert short.first_step == 1 and short.size == f"micro-batches per step {[3] * 10}", short.line()
 
 
 @pytest.mark.parametrize("variant", sorted(SEMANTICS_INCONCLUSIVE))
