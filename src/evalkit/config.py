@@ -43,6 +43,9 @@ class HardwareConfig:
     name: str = "cpu"
     device: str = "cpu"              # cpu | cuda | auto (cuda when available)
     threads: int = 0                 # torch intra-op threads per worker; 0 = torch's default
+    # how a job's workers start: auto (forked from a warm server that has imported torch and the wrapper, where that
+    # keeps the job's meaning: controller/warm.py), fresh (a new interpreter each), warm (forked, or an error)
+    worker_start: str = "auto"
 
 
 @dataclass
@@ -317,6 +320,7 @@ def choices() -> dict[str, tuple]:
             "train.schedule": ("constant", "linear", "cosine"), "train.model_mode": ("train", "eval"),
             "precision.name": ("fp32", "bf16_mixed", "fp16_mixed"),
             "precision.autocast_dtype": (None, "bfloat16", "float16"), "hardware.device": ("cpu", "cuda", "auto"),
+            "hardware.worker_start": ("auto", "fresh", "warm"),
             "observe.profile": ("full", "timing"), "distributed.init_by": ("adapter", "evalkit"),
             "tracking.progress": ("auto", "live", "plain", "quiet")}
 

@@ -35,7 +35,8 @@ STARTS_UNSEEN = {
         "the same, on a missing and a broken module"}
 # Unit modules about the project rather than one of its modules.
 SUITE = {"unit/test_suite_layout.py": "this check", "unit/test_architecture.py": "the import rules (pyproject)"}
-PACKAGES = {"": REPO / "src" / "evalkit", "adapters": REPO / "adapters"}   # unit/<this>/... -> the source folder
+PACKAGES = {"": REPO / "src" / "evalkit", "adapters": REPO / "adapters",
+            "scripts": REPO / "scripts"}   # unit/<this>/... -> the source folder
 
 
 def _dotted(node: ast.AST) -> str:
@@ -142,8 +143,8 @@ def layout_problems(paths: list[str], suite: dict[str, str] = SUITE,
             problems.append(f"{path}: not under tests/unit/, tests/smoke/ or tests/e2e/")
             continue
         inner = parts[1:-1]
-        root = packages["adapters"] if inner[:1] == ["adapters"] else packages[""]
-        folder = root.joinpath(*(inner[1:] if inner[:1] == ["adapters"] else inner))
+        top = inner[0] if inner[:1] and inner[0] in packages else ""     # adapters/, scripts/: folders of their own
+        folder = packages[top].joinpath(*(inner[1:] if top else inner))
         if not _names_a_module(folder, Path(parts[-1]).stem):
             where = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
             problems.append(f"{path}: names no module of {where} (tests/unit/<package>/test_<module>[_<aspect>].py)")

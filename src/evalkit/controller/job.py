@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalkit import names
 from evalkit.adapter_class import adapter_class_problem
 from evalkit.config import config_warnings
-from evalkit.controller import nodes, rundir, tracking
+from evalkit.controller import nodes, phases, rundir, tracking
 from evalkit.controller.environment import environment_lock, git_commit, hardware_description
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest
 from evalkit.controller.launch import Outcome, WorkerGroup, default_threads
@@ -237,6 +237,7 @@ class Controller:
         with contextlib.suppress(Exception), tracking.quiet_store_logs():
             self._tag_run_dir()
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
+        phases.mark("workers_start", self.run_dir)
         self.workers = nodes.start_ranks(self.cfg, self.run_dir, self.run_id, cuda=runs_on_cuda(self.cfg),
                                          threads=worker_threads(self.cfg))   # several nodes: every node's ranks
         self.sampler = SystemSampler(self.cfg.tracking.system_metrics_interval_s).start()
@@ -245,6 +246,7 @@ class Controller:
                                     cfg.train.max_steps, cfg.tracking.progress_interval_s)
         try:
             self._watch(shipper)
+            phases.mark("workers_ended", self.run_dir)
         finally:
             self.sampler.stop()
         outcome = self.workers.outcome(self.stop.signame)
@@ -257,6 +259,7 @@ class Controller:
             pass
         if not outcome.interrupted:
             result = self.ship_and_finish(shipper, outcome)
+            phases.mark("run_finished", self.run_dir)
             self.progress.end(result.status + (f" ({one_line(result.reason, 120)})" if result.reason else ""))
             return result
         try:
@@ -517,6 +520,7 @@ def run_job(cfg: DictConfig, run_dir: str, role: str = names.ROLE_JOB) -> JobRes
     """Run one job end to end. Never raises for a training failure: the run records it. Raises RunDirBusy
     when another job holds `run_dir`, and `Interrupted` after recording the run on SIGINT/SIGTERM. `role`:
     the run's `evalkit.role` (a probe's jobs are `probe_job`)."""
+    phases.mark("job_start")
     cfg.hardware.threads = worker_threads(cfg)   # recorded as resolved: params, caliber and the workers agree
     if role == names.ROLE_JOB:                   # every node of a multi-node job: node 0 would not come
         reused = reuse_finished(cfg, role)
@@ -553,6 +557,7 @@ def _run(ctl: Controller, cfg: DictConfig, stop: StopRequest) -> JobResult:
         print(f"[evalkit] {ctl.unrecorded}; training starts anyway: its records are kept in {ctl.run_dir}/spool "
               f"and the run is recorded when the store answers (else: evalkit-ship {ctl.run_dir})",
               file=sys.stderr, flush=True)
+    phases.mark("run_recorded")
     if stop.signame:
         if not ctl.run_recorded:
             raise Interrupted(stop.signame, f"interrupted by {stop.signame} before training started (nothing "

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from evalkit import names
+from evalkit.controller.warm import WarmProcess, WarmStartUnavailable, server_for
 
 
 @dataclass
@@ -77,7 +78,8 @@ class WorkerGroup:
 
     def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1",
                  cuda: bool = False, threads: int | None = None, pin: bool = False, nnodes: int = 1,
-                 node_rank: int = 0, master_port: int | None = None, run_id: str | None = None):
+                 node_rank: int = 0, master_port: int | None = None, run_id: str | None = None,
+                 warm_target: str | None = None, warm_required: bool = False):
         self.world_size = world_size
         local = world_size // nnodes
         self.ranks = [node_rank * local + i for i in range(local)]
@@ -85,7 +87,7 @@ class WorkerGroup:
         port, run_id = master_port or free_port(master_addr), run_id or uuid.uuid4().hex[:12]
         threads = threads or default_threads(local)
         self.cpus = pinned_cpus(local, threads) if pin else None
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen | WarmProcess] = []
         self.first_failed: int | None = None
         self.stopped: set[int] = set()
         for local_rank, rank in enumerate(self.ranks):
@@ -113,6 +115,17 @@ class WorkerGroup:
                 # The node's ranks' GPUs only (local rank r on device r): a wrapper that sees more GPUs than ranks
                 # may spread one rank over all of them (Ignite's auto_model wraps DataParallel).
                 env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(str(r) for r in range(local)))
+            if warm_target:     # forked from the adapter's warm server (controller/warm.py)
+                env[names.SPAWN_WALL_ENV] = repr(time.time())
+                try:
+                    self.procs.append(server_for(warm_target, env).fork(job_dir, env, self.log_paths[local_rank]))
+                    continue
+                except WarmStartUnavailable as exc:
+                    if warm_required:
+                        self.stop()
+                        raise
+                    print(f"[evalkit] workers start fresh: {exc}", file=sys.stderr)
+                    warm_target = None
             with open(self.log_paths[local_rank], "wb") as log:
                 env[names.SPAWN_WALL_ENV] = repr(time.time())
                 self.procs.append(subprocess.Popen([sys.executable, "-m", "evalkit.worker", job_dir],

@@ -30,6 +30,7 @@ from typing import Any, Iterator
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
+from evalkit.controller import warm
 from evalkit.controller.launch import Outcome, WorkerGroup
 
 NODES_DIR = "nodes"          # in the shared directory (rundir.JOB_ENTRIES: moved aside with the job's other files)
@@ -163,9 +164,11 @@ def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, t
     """This job's ranks on this node: a WorkerGroup; on node 0 of several, a NodeGroup (its ranks and the reports
     of the other nodes' ranks)."""
     dist = cfg.distributed
+    warm_target = None if warm.refusal(cfg, cuda) else cfg.trainer._target_
     group = WorkerGroup(run_dir, dist.world_size, run_dir, dist.master_addr, cuda=cuda, threads=threads,
                         pin=cfg.observe.profile == "timing", nnodes=dist.nnodes, node_rank=dist.node_rank,
-                        master_port=dist.master_port, run_id=rendezvous_id(dist) if dist.nnodes > 1 else None)
+                        master_port=dist.master_port, run_id=rendezvous_id(dist) if dist.nnodes > 1 else None,
+                        warm_target=warm_target, warm_required=cfg.hardware.get("worker_start") == "warm")
     if dist.nnodes <= 1:
         return group
     beacon = _leading.get(os.path.abspath(run_dir)) or Beacon(run_dir, 0).start()

@@ -1,0 +1,185 @@
+"""Workers forked from a warm server (`evalkit.worker.zygote`) instead of started as fresh interpreters.
+
+One server per adapter and worker environment (threads, paths) in this controller process, started at its first
+job and kept for the next ones of a sweep or a probe; each job's workers are forked from it, so a job no longer pays
+the imports of torch and its wrapper. `hardware.worker_start`: `auto` forks where it is safe and keeps its meaning
+(see `refusal`), `fresh` always starts a new interpreter, `warm` forks or says why it cannot.
+
+`WarmProcess` stands for a forked worker where the launcher holds a `subprocess.Popen`: pid, poll, send_signal,
+kill, wait. The server reports each child's end; a child killed or crashed leaves the server and the next job intact.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from omegaconf import DictConfig
+
+from evalkit import names
+
+
+class WarmStartUnavailable(RuntimeError):
+    """The warm server could not start or refused to fork (hardware.worker_start=warm only: auto falls back)."""
+
+
+def refusal(cfg: DictConfig, cuda: bool) -> str | None:
+    """Why this job's workers must start as fresh interpreters, or None. `fresh` asks for it; a CUDA job (a fork
+    after CUDA is unusable, and a wrapper may touch it at import); a timed job (its start-up figures are what a user
+    pays, a fresh interpreter's); a job that records deprecations (the wrapper's import-time warnings are among
+    them); a job of several nodes (the other nodes start theirs fresh)."""
+    mode = cfg.hardware.get("worker_start", "auto")
+    if mode == "fresh":
+        return "hardware.worker_start=fresh"
+    reasons = [why for why, applies in (
+        ("a CUDA job", cuda), ("a timed job (observe.profile=timing)", cfg.observe.profile == "timing"),
+        ("deprecations recorded (observe.deprecations)", bool(cfg.observe.get("deprecations"))),
+        ("several nodes", cfg.distributed.nnodes > 1)) if applies]
+    if reasons and mode == "warm":
+        raise WarmStartUnavailable(f"hardware.worker_start=warm: {', '.join(reasons)} starts its workers fresh; "
+                                   "use hardware.worker_start=auto or fresh")
+    return ", ".join(reasons) or None
+
+
+class WarmServer:
+    READY_TIMEOUT_S = 120.0
+
+    def __init__(self, target: str, env: dict[str, str]):
+        self.target = target
+        self.exited: dict[int, int] = {}
+        self.forked: dict[int, int] = {}
+        self.ready: dict | None = None
+        self.refused: str | None = None
+        self._cond = threading.Condition()
+        self._next = 0
+        env = {k: v for k, v in env.items() if k not in RANK_VARIABLES}
+        self.proc = subprocess.Popen([sys.executable, "-m", "evalkit.worker.zygote", target], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        threading.Thread(target=self._read, name="evalkit-warm-server", daemon=True).start()
+        with self._cond:
+            self._cond.wait_for(lambda: self.ready or self.refused or self.proc.poll() is not None,
+                                self.READY_TIMEOUT_S)
+        if not self.ready:
+            self.close()
+            raise WarmStartUnavailable(self.refused or f"the warm server for {target} ended before it was ready "
+                                                       f"(exit {self.proc.poll()})")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            message = json.loads(line)
+            with self._cond:
+                if "exited" in message:
+                    self.exited[message["exited"]] = message["code"]
+                elif "forked" in message:
+                    self.forked[message["forked"]] = message["pid"]
+                elif "ready" in message:
+                    self.ready = message["ready"]
+                elif "refused" in message:
+                    self.refused = message["refused"]
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork(self, job_dir: str, env: dict[str, str], log: str) -> "WarmProcess":
+        with self._cond:
+            self._next += 1
+            ticket = self._next
+            self.proc.stdin.write((json.dumps({"fork": ticket, "job_dir": job_dir, "env": env, "log": log}) + "\n")
+                                  .encode())
+            self.proc.stdin.flush()
+            if not self._cond.wait_for(lambda: ticket in self.forked or not self.alive, 30.0) or not self.alive:
+                raise WarmStartUnavailable(f"the warm server for {self.target} stopped answering")
+            return WarmProcess(self, self.forked.pop(ticket))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()          # the server kills what is left and ends
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+class WarmProcess:
+    """A worker forked by a WarmServer, with the part of Popen's interface the launcher uses."""
+
+    def __init__(self, server: WarmServer, pid: int):
+        self.server, self.pid = server, pid
+
+    def poll(self) -> int | None:
+        with self.server._cond:
+            if self.pid in self.server.exited:
+                return self.server.exited[self.pid]
+            if not self.server.alive:      # the server died (killed): its children died with it
+                return -signal.SIGKILL
+            return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.server._cond:
+            while (code := self._code()) is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+                self.server._cond.wait(0.1 if left is None else min(left, 0.1))
+            return code
+
+    def _code(self) -> int | None:
+        if self.pid in self.server.exited:
+            return self.server.exited[self.pid]
+        return None if self.server.alive else -signal.SIGKILL
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+_servers: dict[tuple, WarmServer] = {}      # oldest use first
+MAX_SERVERS = 3    # a server holds its wrapper's imports (0.3 to 0.7 GB here): the least recently used closes first
+
+
+def server_for(target: str, env: dict[str, str]) -> WarmServer:
+    """The warm server of this adapter and environment, started on first use. The environment that identifies a
+    server is what its imports may read (threads, paths, a wrapper's own variables): the rank variables and
+    evalkit's own (`EVALKIT_*`: the job's position in its sweep, its parent run) are set in each forked child."""
+    key = (target, tuple(sorted((k, v) for k, v in env.items()
+                                if k not in RANK_VARIABLES and not k.startswith("EVALKIT_"))))
+    server = _servers.pop(key, None)
+    if server is None or not server.alive:
+        while len(_servers) >= MAX_SERVERS:
+            _servers.pop(next(iter(_servers))).close()
+        server = WarmServer(target, env)
+    _servers[key] = server
+    return server
+
+
+def close_all() -> None:
+    while _servers:
+        _servers.popitem()[1].close()
+
+
+atexit.register(close_all)
+
+# set per worker in the forked child, not part of a server's identity
+RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                            "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+                            names.CPUS_ENV, names.SPAWN_WALL_ENV, "CUDA_VISIBLE_DEVICES"})

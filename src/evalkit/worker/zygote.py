@@ -1,0 +1,171 @@
+"""`python -m evalkit.worker.zygote <adapter target>`: a warm server from which a job's workers are forked.
+
+A worker started as a fresh interpreter pays its imports on every job (torch about 1.5 s here, a wrapper up to
+several more). This server imports torch, evalkit's worker and the adapter's wrapper modules once
+(`WrapperAdapter.preload_modules`), runs nothing else (no training, no thread pool, no CUDA), then forks one child
+per worker the controller asks for. Each child is a fresh copy of that state: nothing a job does reaches the server
+or the next job. In the child, before the worker runs anything: a new session, the worker's own environment
+(rank, rendezvous, threads), its log file as stdout and stderr, its CPUs, the RNGs reseeded from the OS as a fresh
+interpreter's are, and `names.CONTROLLER_PID_ENV` set to this server (which dies with the controller: the chain holds).
+
+Protocol, JSON lines: the server writes `{"ready": {...}}` (or `{"refused": "why"}` and exits) once its imports
+are done; then reads `{"fork": id, "job_dir", "env", "log"}` on stdin and answers `{"forked": id, "pid": pid}`,
+and `{"exited": pid, "code": code}` when a child ends (a negative code: killed by that signal, as Popen's). It ends
+when stdin closes, killing the children left.
+"""
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import traceback
+
+from evalkit import names
+
+
+def _send(message: dict) -> None:
+    sys.__stdout__.write(json.dumps(message) + "\n")
+    sys.__stdout__.flush()
+
+
+def preload(target: str) -> dict:
+    """Import torch, the worker and the adapter's wrapper modules; what was imported and how long it took. A module
+    that fails to import is left to the worker, which reports it as it would in a fresh interpreter."""
+    started = time.monotonic()
+    import torch
+
+    from evalkit.worker.run import warm_up_torch
+
+    # The modules torch loads lazily at a first backward and optimizer step (about 800, 1.2 s here: torch._dynamo,
+    # sympy, ...), loaded here with one thread so that no thread pool is created; the worker warms up again itself.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        warm_up_torch()
+    finally:
+        torch.set_num_threads(threads)
+    modules, failed = ["torch", "evalkit.worker.run"], None
+    try:
+        module_name, _, class_name = target.rpartition(".")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        for name in getattr(cls, "preload_modules", ()):
+            importlib.import_module(name)
+        modules += [module_name, *getattr(cls, "preload_modules", ())]
+    except Exception as exc:  # noqa: BLE001 - the worker raises it again, in its own log, with evalkit's message
+        failed = f"{type(exc).__name__}: {exc}"
+    return {"modules": modules, "import_s": round(time.monotonic() - started, 3), "failed": failed}
+
+
+def unsafe_to_fork() -> str | None:
+    """Why forking from this process would not give a clean worker, or None. Native threads of libraries that
+    handle a fork themselves (numpy's OpenBLAS pool, shut down and restarted by its own fork handlers) are not
+    counted: only Python threads, which a fork would leave half-copied, and CUDA."""
+    import torch
+
+    if threading.active_count() > 1:
+        return f"{threading.active_count()} threads running after the imports (a fork copies none of them)"
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return "CUDA initialised by the imports (a forked child cannot use it)"
+    return None
+
+
+def _child(job_dir: str, env: dict[str, str], log: str, server_pid: int) -> None:
+    """In the forked child: become the worker, run it, and never return."""
+    code = 1
+    try:
+        os.setsid()
+        os.environ.clear()
+        os.environ.update(env)
+        os.environ[names.CONTROLLER_PID_ENV] = str(server_pid)
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.close(null)
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+        if env.get(names.CPUS_ENV) and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {int(c) for c in env[names.CPUS_ENV].split(",")})
+        _reseed()
+        sys.argv = [sys.argv[0], job_dir]
+        from evalkit.worker.run import die_with_controller, run
+
+        die_with_controller()
+        code = run(job_dir)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the worker's own crash: in its log, as a fresh interpreter prints it
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code if isinstance(code, int) else 1)
+
+
+def _reseed() -> None:
+    """The RNGs a fresh interpreter seeds from the OS (Python's random is reseeded by the fork itself)."""
+    import torch
+
+    torch.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+
+
+def serve(target: str) -> int:
+    from evalkit.worker.run import die_with_controller
+
+    die_with_controller()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the controller's to handle
+    info = preload(target)
+    problem = unsafe_to_fork()
+    if problem:
+        _send({"refused": problem})
+        return 1
+    _send({"ready": info})
+    children: set[int] = set()
+    server_pid = os.getpid()
+    stdin = sys.stdin.fileno()
+    buffer = b""
+    try:
+        while True:
+            readable, _, _ = select.select([stdin], [], [], 0.05)
+            if readable:
+                chunk = os.read(stdin, 65536)
+                if not chunk:
+                    return 0
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    request = json.loads(line)
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(request["job_dir"], request["env"], request["log"], server_pid)
+                    children.add(pid)
+                    _send({"forked": request["fork"], "pid": pid})
+            for pid in list(children):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    children.discard(pid)
+                    _send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1]))

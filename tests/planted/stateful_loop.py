@@ -1,0 +1,18 @@
+"""The baseline loop that leaves state behind in its process (planted for tests/smoke/test_warm_start.py; importable
+with tests/planted on PYTHONPATH): a module global it sets when its job trains, and a job that finds it already
+set fails ("state carried from an earlier job"). Two jobs forked one after the other from the same warm server
+(`evalkit.worker.zygote`) must both pass: each child starts from the server's state, which never trained."""
+from __future__ import annotations
+
+from adapters.baseline import BaselineAdapter
+from evalkit.contract import TrainJob
+
+TRAINED_HERE: list[int] = []      # the seeds of the jobs this process trained
+
+
+class StatefulAdapter(BaselineAdapter):
+    def fit(self, job: TrainJob) -> None:
+        if TRAINED_HERE:
+            raise RuntimeError(f"state carried from an earlier job: this process already trained seed {TRAINED_HERE}")
+        TRAINED_HERE.append(job.seed)
+        super().fit(job)
