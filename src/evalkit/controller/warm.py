@@ -154,7 +154,10 @@ class WarmProcess:
 
 
 _servers: dict[tuple, WarmServer] = {}      # oldest use first
-MAX_SERVERS = 3    # a server holds its wrapper's imports (0.3 to 0.7 GB here): the least recently used closes first
+# A server holds torch and its wrapper's imports (RSS 0.2 to 0.4 GB here, shared with its forked workers): up to
+# this many at once, the least recently used closed first. A sweep that alternates its trainers (the quick
+# evaluation's training sweep cycles through six) would otherwise start a server for every job.
+MAX_SERVERS = 8
 
 
 def server_for(target: str, env: dict[str, str]) -> WarmServer:
