@@ -129,9 +129,14 @@ def argument_problem(seeds: int, scenario: str) -> str | None:
     return None
 
 
-# Wall time on a 2-core machine like the one evalkit is developed on (the README's figures); an estimate, not a
-# promise: the sweep's own progress lines give the time left as it goes.
-TRAIN_JOB_S, PROBE_JOB_S, VERDICT_S = 6.5, 6.0, 20.0
+# Wall time on a 2-core machine like the one evalkit is developed on; an estimate, not a promise: the sweep's own
+# progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-03 (15 min 9 s, workers
+# forked from warm servers, issue 30): each sweep's seconds per job (a probe's measuring included), the time between
+# one sweep's end and the next one's first job (a new `evalkit` process: its imports, Hydra) and the verdict.
+TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 3.6, 14.0, 50.0
+PROBE_JOB_S = {"semantics": 1.9, "performance": 7.1, "consistency": 2.4, "functional": 2.2, "stability": 1.4,
+               "customization": 6.1, "maintenance": 8.1}
+OTHER_PROBE_JOB_S = 3.0     # a probe registered outside the bundled ones
 
 
 def probe_jobs(preset: Preset, probes: list[str], wrappers: int) -> dict[str, tuple[int, int]]:
@@ -147,12 +152,13 @@ def probe_jobs(preset: Preset, probes: list[str], wrappers: int) -> dict[str, tu
 def plan_text(train_jobs: int, probes: dict[str, tuple[int, int]]) -> str:
     """`12 training jobs (~1 min), semantics 10 runs / 40 jobs (~4 min), ..., then the verdict: about 6 min in
     all`."""
-    train = train_jobs * TRAIN_JOB_S
+    train = SWEEP_START_S + train_jobs * TRAIN_JOB_S
     parts = [f"{train_jobs} training jobs (~{time_left(train)})"]
     total = train + VERDICT_S
     for probe, (runs, jobs) in probes.items():
-        parts.append(f"{probe} {runs} runs / {jobs} jobs (~{time_left(jobs * PROBE_JOB_S)})")
-        total += jobs * PROBE_JOB_S
+        seconds = SWEEP_START_S + jobs * PROBE_JOB_S.get(probe, OTHER_PROBE_JOB_S)
+        parts.append(f"{probe} {runs} runs / {jobs} jobs (~{time_left(seconds)})")
+        total += seconds
     return ", ".join(parts) + f", then the verdict: about {time_left(total)} in all"
 
 
