@@ -1,7 +1,7 @@
 """Where one job's wall time goes (issue 30, "measure first"), for the baseline and every installed wrapper.
 
     python scripts/job_cost.py [--jobs 3] [--trainers baseline,lightning,...] [--steps 40] [--workdir DIR]
-                               [Hydra overrides, e.g. task=tiny_lm]
+                               [--starts fresh,warm] [Hydra overrides, e.g. task=tiny_lm]
 
 Per trainer, one sweep `evalkit -m trainer=<t> seed=0,1,..` in a scratch directory with its own local store, then
 per job, from its run directory: the controller's marks (job_phases.json, evalkit/controller/phases.py), the
@@ -11,6 +11,10 @@ medians need not add up to the median total exactly), the fixed cost (total minu
 (it pays what a sweep's later jobs reuse, e.g. a warm worker server), the sweep's wall time per job and the CLI's
 time before the first job (the `evalkit` process started to that job's start); then where the controller's set-up
 and the run's end go. A part a job did not reach shows "-".
+
+`--starts fresh,warm` runs every trainer's sweep once per way of starting its workers (`hardware.worker_start`),
+alternating, and adds a side-by-side table: the fixed cost each way and the median step time of the jobs' timed
+window (`step_time_median_s`), whose ratio shows that a forked worker trains as fast as a fresh interpreter.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.controller import phases
@@ -49,11 +53,34 @@ SPLITS = (("job start to run recorded", "job_start", "run_recorded"),
 
 @dataclass
 class Sweep:
-    trainer: str
+    trainer: str                     # the row's label (the trainer, and how its workers started)
     launched: float                  # time.time() as the `evalkit -m` process was started
     ended: float                     # ... as it exited
     jobs: list[dict[str, float]]     # each job's points (job_points)
     rc: int = 0
+    step_times: list[float] = field(default_factory=list)    # each job's median step time (s)
+
+
+def step_time(run_dir: Path) -> float | None:
+    """The job's median step time over its timed window (the worker's summary), None when not recorded."""
+    try:
+        value = json.loads((run_dir / "spool" / "summary_rank0.json").read_text()).get("step_time_median_s")
+    except (OSError, ValueError):
+        return None
+    return None if value is None else float(value)
+
+
+def start_table(pairs: list[tuple[Sweep, Sweep]]) -> str:
+    """Side by side per trainer: fixed cost and median step time (ms) fresh and warm, and warm / fresh."""
+    rows = []
+    for fresh, warm in pairs:
+        fixed = [_median([job_parts(p)["fixed cost"] for p in s.jobs]) for s in (fresh, warm)]
+        steps = [statistics.median(s.step_times) if s.step_times else None for s in (fresh, warm)]
+        ratio = f"{steps[1] / steps[0]:.2f}" if None not in steps else "-"
+        rows.append([fresh.trainer.split(" ")[0], *fixed,
+                     *(f"{v * 1000:.1f}" if v is not None else "-" for v in steps), ratio])
+    return _table(["trainer", "fixed cost fresh (s)", "fixed cost warm (s)", "step fresh (ms)", "step warm (ms)",
+                   "step warm / fresh"], rows)
 
 
 def job_points(run_dir: Path) -> dict[str, float]:
@@ -139,7 +166,9 @@ def run_sweep(trainer: str, jobs: int, steps: int, overrides: list[str], scratch
     dirs = sorted((d for d in sweep_dir.glob("*") if d.is_dir() and d.name.isdigit()), key=lambda d: int(d.name))
     if rc:
         print(f"{trainer}: evalkit exited {rc}; its output: {scratch / 'evalkit.log'}", file=sys.stderr)
-    return Sweep(trainer, launched, ended, [job_points(d) for d in dirs], rc)
+    times = [t for t in (step_time(d) for d in dirs) if t is not None]
+    label = trainer + "".join(f" ({o.split('=', 1)[1]})" for o in overrides if o.startswith("hardware.worker_start="))
+    return Sweep(label, launched, ended, [job_points(d) for d in dirs], rc, times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trainers", default=",".join(TRAINERS))
     parser.add_argument("--steps", type=int, default=40, help="train.max_steps of each job")
     parser.add_argument("--workdir", type=Path, help="keep the sweeps here (default: a temporary folder)")
+    parser.add_argument("--starts", default="", help="e.g. fresh,warm: each trainer's sweep once per way its "
+                        "workers start (hardware.worker_start), and a side-by-side table")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every job")
     args = parser.parse_args(argv)
     ready, missing = installed_trainers()
@@ -160,13 +191,21 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="evalkit-job-cost-") as tmp:
         root = args.workdir or Path(tmp)
         sweeps = []
+        starts = [s for s in args.starts.split(",") if s]
         for name in trainers:
-            print(f"{name}: {args.jobs} jobs ...", file=sys.stderr, flush=True)
-            sweeps.append(run_sweep(name, args.jobs, args.steps, args.overrides, root / name))
+            for start in starts or [None]:
+                print(f"{name}: {args.jobs} jobs{f' ({start})' if start else ''} ...", file=sys.stderr, flush=True)
+                extra = [f"hardware.worker_start={start}"] if start else []
+                sweeps.append(run_sweep(name, args.jobs, args.steps, [*args.overrides, *extra],
+                                        root / (f"{name}-{start}" if start else name)))
     print(f"Seconds per job, median over {args.jobs} jobs of {args.steps} steps each:\n")
     print(cost_table(sweeps))
     print("\nThe controller's set-up and the run's end, split (medians, seconds):\n")
     print(splits_table(sweeps))
+    if starts == ["fresh", "warm"]:
+        print("\nFresh interpreters and forked workers side by side (each trainer's two sweeps one after the "
+              "other):\n")
+        print(start_table([(sweeps[i], sweeps[i + 1]) for i in range(0, len(sweeps), 2)]))
     return 1 if any(s.rc for s in sweeps) else 0
 
 

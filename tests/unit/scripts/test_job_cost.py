@@ -8,7 +8,7 @@ from helpers import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 
-from job_cost import Sweep, cost_table, job_parts, job_points, splits_table  # noqa: E402
+from job_cost import Sweep, cost_table, job_parts, job_points, splits_table, start_table  # noqa: E402
 
 START = 1000.0
 
@@ -66,3 +66,13 @@ def test_a_job_s_points_come_from_its_marks_its_summary_and_its_last_step(tmp_pa
     assert points == {"job_start": 100.0, "workers_start": 101.0, "spawn": 101.0, "torch_imported": 103.0,
                       "wrapper_imported": 103.5, "last_step": 111.5}
     assert job_points(tmp_path / "absent") == {}
+
+
+def test_the_side_by_side_table_gives_each_way_of_starting_and_the_step_time_ratio():
+    fresh = Sweep("ignite (fresh)", START, START + 60, [_points(1), _points(1)], step_times=[0.020, 0.022, 0.024])
+    warm = Sweep("ignite (warm)", START, START + 30, [_points(0.5)], step_times=[0.022])
+    row = _row(start_table([(fresh, warm)]), "ignite")
+    assert (row["fixed cost fresh (s)"], row["fixed cost warm (s)"]) == ("15.00", "7.50")
+    assert (row["step fresh (ms)"], row["step warm (ms)"], row["step warm / fresh"]) == ("22.0", "22.0", "1.00")
+    no_steps = Sweep("ignite (warm)", START, START + 30, [_points(0.5)])
+    assert _row(start_table([(fresh, no_steps)]), "ignite")["step warm / fresh"] == "-"
