@@ -101,13 +101,23 @@ class WarmServer:
             return WarmProcess(self, self.forked.pop(ticket))
 
     def close(self) -> None:
+        self.release()
+        self.reap()
+
+    def release(self) -> None:
+        """Close the server's stdin: it kills what is left of its children and ends."""
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.close()          # the server kills what is left and ends
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
+    def reap(self) -> None:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 class WarmProcess:
@@ -176,8 +186,13 @@ def server_for(target: str, env: dict[str, str]) -> WarmServer:
 
 
 def close_all() -> None:
-    while _servers:
-        _servers.popitem()[1].close()
+    """Every server ends, all at once (a sweep's end waits for the slowest, not for their sum)."""
+    servers = list(_servers.values())
+    _servers.clear()
+    for server in servers:
+        server.release()
+    for server in servers:
+        server.reap()
 
 
 atexit.register(close_all)
