@@ -20,6 +20,10 @@ CONTROLLER_PID_ENV = "EVALKIT_CONTROLLER_PID"   # workers die with the controlle
 PARENT_RUN_ENV = "EVALKIT_PARENT_RUN_ID"        # a sweep's parent run, for its jobs
 SPAWN_WALL_ENV = "EVALKIT_SPAWN_WALL"           # time.time() when the controller started the worker (start-up cost)
 CPUS_ENV = "EVALKIT_CPUS"                       # a timed job's worker: the CPUs it pins itself to (e.g. "1")
+# A warm server starts with this much padding in its arguments and in this variable: room for each forked worker to
+# show its own command line and environment in /proc (evalkit.worker.zygote.show_as)
+PROC_ROOM_ENV = "EVALKIT_PROC_ROOM"
+PROC_ROOM = 4096
 # A worker's start-up milestones, each summarized as `startup_<milestone>_s` (seconds since the process started)
 STARTUP_MILESTONES = ("torch_imported", "wrapper_imported", "first_forward", "first_step")
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"

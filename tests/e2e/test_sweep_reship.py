@@ -170,6 +170,11 @@ def test_a_killed_sweep_is_refused_while_it_runs_then_ended_killed_with_its_jobs
                                                      "evalkit-ship)"
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
 def test_a_launcher_that_loses_a_job_process_ends_its_sweep_and_evalkit_ship_records_the_jobs_it_left(workdir):
     """joblib's worker process killed (as the kernel's OOM killer would): the launcher raises, the sweep's parent
     ended FAILED counting no job, and both jobs (loky stops the other worker too) stayed RUNNING forever."""
@@ -183,8 +188,9 @@ def test_a_launcher_that_loses_a_job_process_ends_its_sweep_and_evalkit_ship_rec
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-3000:]
         time.sleep(0.2)
     (worker,) = worker_pids(str(workdir / "sweep" / "0"))
-    with open(f"/proc/{worker}/stat") as fh:
-        job_process = int(fh.read().rsplit(")", 1)[1].split()[1])       # the loky process running job 0
+    job_process = _parent(worker)                                        # the loky process running job 0
+    if b"evalkit.worker.zygote" in open(f"/proc/{job_process}/cmdline", "rb").read():
+        job_process = _parent(job_process)                               # the worker was forked from a warm server
     os.kill(job_process, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode != 0

@@ -6,6 +6,7 @@ interpreter's are."""
 from __future__ import annotations
 
 import json
+import os
 
 from helpers import PLANTED, job_runs, run_evalkit
 
@@ -48,3 +49,22 @@ def test_warm_and_fresh_workers_record_the_same_threads_and_import_footprint(wor
     assert 0.75 < warm["import_rss_bytes"] / fresh["import_rss_bytes"] < 1.33
     # measured side by side in one test: the forked worker has its modules at once
     assert warm["startup_torch_imported_s"] < fresh["startup_torch_imported_s"] / 3
+
+
+def test_a_process_shows_the_command_line_and_environment_it_is_given_in_proc():
+    """zygote.show_as: a forked worker shows itself in ps and /proc as a fresh one would (its run dir, its rank),
+    in the room its server was started with; what does not fit is left as it was."""
+    import subprocess
+    import sys
+
+    from evalkit import names
+
+    code = ("import os, sys; from evalkit.worker.zygote import show_as; "
+            "show_as([sys.executable, '-m', 'evalkit.worker', '/runs/7'], {'RANK': '1', 'A': 'b'}); "
+            "print(open('/proc/self/cmdline', 'rb').read().rstrip(b'\\0').split(b'\\0')); "
+            "print(open('/proc/self/environ', 'rb').read().rstrip(b'\\0').split(b'\\0'))")
+    room = "_" * names.PROC_ROOM
+    out = subprocess.run([sys.executable, "-c", code, room], env={**os.environ, names.PROC_ROOM_ENV: room},
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == repr([sys.executable.encode(), b"-m", b"evalkit.worker", b"/runs/7"])
+    assert out[1] == repr([b"RANK=1", b"A=b"])

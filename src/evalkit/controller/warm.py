@@ -57,8 +57,10 @@ class WarmServer:
         self.refused: str | None = None
         self._cond = threading.Condition()
         self._next = 0
-        env = {k: v for k, v in env.items() if k not in RANK_VARIABLES}
-        self.proc = subprocess.Popen([sys.executable, "-m", "evalkit.worker.zygote", target], env=env,
+        # the padding: room for each forked worker to show its own command line and environment (zygote.show_as)
+        room = "_" * names.PROC_ROOM
+        env = {**{k: v for k, v in env.items() if k not in RANK_VARIABLES}, names.PROC_ROOM_ENV: room}
+        self.proc = subprocess.Popen([sys.executable, "-m", "evalkit.worker.zygote", target, room], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         threading.Thread(target=self._read, name="evalkit-warm-server", daemon=True).start()
         with self._cond:
@@ -172,10 +174,11 @@ MAX_SERVERS = 8
 
 def server_for(target: str, env: dict[str, str]) -> WarmServer:
     """The warm server of this adapter and environment, started on first use. The environment that identifies a
-    server is what its imports may read (threads, paths, a wrapper's own variables): the rank variables and
-    evalkit's own (`EVALKIT_*`: the job's position in its sweep, its parent run) are set in each forked child."""
+    server is what its imports may read (paths, a wrapper's own variables): the rank variables, the thread counts
+    (each child sets its own) and evalkit's own (`EVALKIT_*`: the job's position in its sweep, its parent run) are
+    set in each forked child."""
     key = (target, tuple(sorted((k, v) for k, v in env.items()
-                                if k not in RANK_VARIABLES and not k.startswith("EVALKIT_"))))
+                                if k not in RANK_VARIABLES | THREAD_VARIABLES and not k.startswith("EVALKIT_"))))
     server = _servers.pop(key, None)
     if server is None or not server.alive:
         while len(_servers) >= MAX_SERVERS:
@@ -197,6 +200,7 @@ def close_all() -> None:
 
 atexit.register(close_all)
 
+THREAD_VARIABLES = frozenset({"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
 # set per worker in the forked child, not part of a server's identity
 RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                             "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",

@@ -7,6 +7,11 @@ per worker the controller asks for. Each child is a fresh copy of that state: no
 or the next job. In the child, before the worker runs anything: a new session, the worker's own environment
 (rank, rendezvous, threads), its log file as stdout and stderr, its CPUs, the RNGs reseeded from the OS as a fresh
 interpreter's are, and `names.CONTROLLER_PID_ENV` set to this server (which dies with the controller: the chain holds).
+From outside (ps, /proc, py-spy) a forked worker looks like a fresh one: its command line is rewritten in place to
+`python -m evalkit.worker <run dir>` and its /proc environ to its own environment, into room the controller leaves
+at the server's start (`names.PROC_ROOM` bytes of padding, an argument and `names.PROC_ROOM_ENV`); where they do not
+fit, they stay the server's. One server serves every thread count: the child sets its own (`OMP_NUM_THREADS`, read
+by the OpenMP runtime only when the server loaded it) with torch.set_num_threads before anything runs.
 
 Protocol, JSON lines: the server writes `{"ready": {...}}` (or `{"refused": "why"}` and exits) once its imports
 are done; then reads `{"fork": id, "job_dir", "env", "log"}` on stdin and answers `{"forked": id, "pid": pid}`,
@@ -27,6 +32,30 @@ import time
 import traceback
 
 from evalkit import names
+
+
+def rewrite_proc(field: int, items: list[str]) -> bool:
+    """Rewrite this process's argument area (`field` 48: /proc/self/cmdline) or environment area (50:
+    /proc/self/environ) in place with `items`, NUL-separated; False where they do not fit (or the kernel refuses)."""
+    try:
+        with open("/proc/self/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()     # fields[0] is proc(5)'s field 3
+        start, end = int(fields[field - 3]), int(fields[field - 2])
+        data = b"\0".join(item.encode() for item in items) + b"\0"
+        if len(data) > end - start:
+            return False
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            mem.write(data.ljust(end - start, b"\0"))
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def show_as(argv: list[str], env: dict[str, str]) -> None:
+    """What ps and /proc show of this process: `argv` and `env` (the padding left out)."""
+    rewrite_proc(48, argv)
+    rewrite_proc(50, [f"{k}={v}" for k, v in env.items() if k != names.PROC_ROOM_ENV])
 
 
 def _send(message: dict) -> None:
@@ -83,6 +112,7 @@ def _child(job_dir: str, env: dict[str, str], log: str, server_pid: int) -> None
         os.environ.clear()
         os.environ.update(env)
         os.environ[names.CONTROLLER_PID_ENV] = str(server_pid)
+        show_as([sys.executable, "-m", "evalkit.worker", job_dir], dict(os.environ))
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -94,6 +124,10 @@ def _child(job_dir: str, env: dict[str, str], log: str, server_pid: int) -> None
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
         if env.get(names.CPUS_ENV) and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {int(c) for c in env[names.CPUS_ENV].split(",")})
+        if env.get("OMP_NUM_THREADS"):
+            import torch
+
+            torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
         _reseed()
         sys.argv = [sys.argv[0], job_dir]
         from evalkit.worker.run import die_with_controller, run
@@ -126,6 +160,8 @@ def _reseed() -> None:
 def serve(target: str) -> int:
     from evalkit.worker.run import die_with_controller
 
+    show_as([sys.executable, "-m", "evalkit.worker.zygote", target], dict(os.environ))
+    os.environ.pop(names.PROC_ROOM_ENV, None)
     die_with_controller()
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the controller's to handle
     info = preload(target)
@@ -168,7 +204,7 @@ def serve(target: str) -> int:
 
 
 if __name__ == "__main__":
-    code = serve(sys.argv[1])
+    code = serve(sys.argv[1])     # sys.argv[2]: the padding (names.PROC_ROOM)
     sys.__stdout__.flush()
     # Nothing of the server's needs tearing down: skip the interpreter's teardown of torch and the wrapper (up to
     # 1.7 s here), which the controller would wait for at the end of every sweep, once per server.

@@ -1,0 +1,78 @@
+"""controller/warm.py without processes: when a job's workers start fresh, which server a worker is forked from, and
+how many servers stay (the servers themselves are tested through the real command: tests/smoke/test_warm_start.py)."""
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from evalkit.controller import warm
+
+
+class FakeServer:
+    started: list[tuple[str, dict]] = []
+
+    def __init__(self, target: str, env: dict[str, str]):
+        self.target, self.env, self.closed = target, env, False
+        FakeServer.started.append((target, env))
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def servers(monkeypatch):
+    FakeServer.started = []
+    monkeypatch.setattr(warm, "WarmServer", FakeServer)
+    monkeypatch.setattr(warm, "_servers", {})
+    return FakeServer.started
+
+
+ENV = {"PYTHONPATH": "/repo", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "RANK": "0", "WORLD_SIZE": "1",
+       "EVALKIT_SWEEP_POSITION": "1/6"}
+
+
+def test_one_server_per_adapter_and_environment_whatever_the_rank_threads_and_position(servers):
+    first = warm.server_for("adapters.fabric.FabricAdapter", ENV)
+    # rank 1 of a job at world size 2: other rank variables, one thread each, another position in the sweep
+    other = {**ENV, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "RANK": "1", "WORLD_SIZE": "2",
+             "EVALKIT_SWEEP_POSITION": "2/6"}
+    assert warm.server_for("adapters.fabric.FabricAdapter", other) is first
+    # what the imports may read (a path, a wrapper's variable) makes another server; so does another adapter
+    assert warm.server_for("adapters.fabric.FabricAdapter", {**ENV, "PYTHONPATH": "/elsewhere"}) is not first
+    assert warm.server_for("adapters.baseline.BaselineAdapter", ENV) is not first
+    assert len(servers) == 3
+
+
+def test_the_least_recently_used_server_closes_beyond_the_limit(servers, monkeypatch):
+    monkeypatch.setattr(warm, "MAX_SERVERS", 2)
+    a = warm.server_for("a.A", ENV)
+    b = warm.server_for("b.B", ENV)
+    assert warm.server_for("a.A", ENV) is a          # used again: b is now the least recent
+    warm.server_for("c.C", ENV)
+    assert b.closed and not a.closed
+    assert warm.server_for("b.B", ENV) is not b      # started again when needed
+    assert a.closed                                  # a was the least recent then
+
+
+def _cfg(**overrides):
+    base = {"hardware": {"worker_start": "auto"}, "observe": {"profile": "full", "deprecations": False},
+            "distributed": {"nnodes": 1}}
+    for key, value in overrides.items():
+        section, name = key.split("__")
+        base[section][name] = value
+    return OmegaConf.create(base)
+
+
+def test_which_jobs_start_fresh_and_why():
+    assert warm.refusal(_cfg(), cuda=False) is None
+    assert warm.refusal(_cfg(hardware__worker_start="fresh"), cuda=False) == "hardware.worker_start=fresh"
+    assert warm.refusal(_cfg(), cuda=True) == "a CUDA job"
+    assert warm.refusal(_cfg(observe__profile="timing"), cuda=False) == "a timed job (observe.profile=timing)"
+    assert warm.refusal(_cfg(observe__deprecations=True, distributed__nnodes=2), cuda=False) == \
+        "deprecations recorded (observe.deprecations), several nodes"
+    with pytest.raises(warm.WarmStartUnavailable, match="hardware.worker_start=warm: a timed job"):
+        warm.refusal(_cfg(hardware__worker_start="warm", observe__profile="timing"), cuda=False)
