@@ -130,11 +130,7 @@ class WarmProcess:
 
     def poll(self) -> int | None:
         with self.server._cond:
-            if self.pid in self.server.exited:
-                return self.server.exited[self.pid]
-            if not self.server.alive:      # the server died (killed): its children died with it
-                return -signal.SIGKILL
-            return None
+            return self._code()
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -147,6 +143,7 @@ class WarmProcess:
             return code
 
     def _code(self) -> int | None:
+        """The exit code; a server that died (killed) took its children with it."""
         if self.pid in self.server.exited:
             return self.server.exited[self.pid]
         return None if self.server.alive else -signal.SIGKILL
@@ -157,9 +154,6 @@ class WarmProcess:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
                 pass
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
