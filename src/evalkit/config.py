@@ -146,6 +146,20 @@ class CustomizationLimits:
 
 
 @dataclass
+class PerformanceSettings:
+    """probe=performance: how the arms take turns, when the measurement stops, and the budget it is judged by
+    (src/evalkit/probes/performance/; each figure's calibration is in its module's docstring)."""
+
+    depths: list[int] = field(default_factory=lambda: [2, 8, 32])   # the model sizes: task.depth of mlp_regression
+    hidden: int = 256                # ... every hidden layer this wide (task.hidden)
+    block_ms: float = 20.0           # the length of one block of optimizer steps (the baseline's), in ms
+    time_limit_s: float = 30.0       # the rounds of blocks stop here when nothing was decided before
+    max_rounds: int = 512            # ... or here (the last planned look)
+    budget: float = 0.05             # added time per step, as a fraction of a 100 ms step, that still passes
+    memory_budget: float = 0.10      # added training memory, as a fraction of the baseline's, that still passes
+
+
+@dataclass
 class MaintenanceLimits:
     """probe=maintenance: what is measured, and the documented thresholds it is scored by (a team changes them)."""
 
@@ -183,9 +197,9 @@ class ProbeConfig:
     optimizers: list[str] = field(default_factory=lambda: ["sgd", "adamw"])
     # semantics: one more SGD job at the smallest world size whose epochs are shorter than one accumulation window
     short_epoch: bool = True
-    repeats: int = 5                 # performance: jobs per arm and model width, baseline and wrapper alternating
-    widths: list[int] = field(default_factory=lambda: [256, 512])    # performance: the model widths (task.hidden)
-    steps: int = 60                  # performance: optimizer steps timed per job (after observe.warmup_steps)
+    # performance: a baseline job and a wrapper job per model size, all alive at once and taking turns
+    # (probes/performance/schedule.py)
+    performance: PerformanceSettings = field(default_factory=PerformanceSettings)
     seeds: int = 3                   # consistency: seeds per arm, each paired with the baseline's
     switches: list[str] = field(default_factory=list)   # consistency: bf16_mixed | fp16_mixed | ws2, one at a time
     long_steps: int = 0              # stability: optimizer steps of the long run (memory, logs); 0 = no long run
@@ -298,7 +312,10 @@ RANGES: dict[str, Range] = {
     **{f"faults.{k}": AT_LEAST_0 for k in ("kill_after_step", "kill_in_save_after_step", "oom_at_step",
                                            "loss_error_at_step", "disk_full_at_step", "slow_forward_s")},
     "probe.world_sizes": Range(1, items=True),
-    "probe.repeats": AT_LEAST_1, "probe.widths": Range(1, items=True), "probe.steps": AT_LEAST_1,
+    "probe.performance.depths": Range(1, items=True), "probe.performance.hidden": AT_LEAST_1,
+    "probe.performance.block_ms": POSITIVE,
+    "probe.performance.time_limit_s": POSITIVE, "probe.performance.max_rounds": Range(32),
+    "probe.performance.budget": POSITIVE, "probe.performance.memory_budget": POSITIVE,
     "probe.seeds": AT_LEAST_1, "probe.long_steps": AT_LEAST_0, "probe.leak_kb_per_1k_steps": AT_LEAST_0,
     "probe.log_kb_per_1k_steps": AT_LEAST_0,
     "probe.customization.l1_weight": POSITIVE, "probe.customization.stop_at_step": AT_LEAST_1,

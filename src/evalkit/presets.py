@@ -1,6 +1,6 @@
 """What `evalkit-eval` runs: the quick preset (smoke scale, every probe; the functional, stability, customization
 and maintenance probes in aligned mode, stability at world size 1) and `--thorough` (every bundled task, more
-seeds, consistency under one switch at a time, the performance probe at three model widths, functional, stability
+seeds, consistency under one switch at a time, the performance probe at three model sizes, functional, stability
 and customization in both modes, world size 2 and the long run).
 
 
@@ -36,9 +36,9 @@ QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
     # Step by step and two paired seeds, aligned mode: in defaults mode the wrapper computes something else by
     # design (the semantic probe names what), and two seeds cannot size that difference.
     "consistency": ProbePlan(["probe.seeds=2"], ("aligned",), jobs_per_run=4),
-    # Timed: one mid-size width, three alternating pairs, aligned mode (the defaults mode's settings change
-    # what is computed, not the wrapper's own cost).
-    "performance": ProbePlan(["probe.repeats=3", "probe.widths=[512]", "probe.steps=300"], ("aligned",),
+    # Timed: the six jobs taking turns at three depths, the rounds stopped at 15 s when undecided, aligned mode
+    # (the defaults mode's settings change what is computed, not the wrapper's own cost).
+    "performance": ProbePlan(["probe.performance.time_limit_s=15"], ("aligned",),
                              jobs_per_run=6),
     # Aligned mode: what works, and what survives a kill, at the settings that match the baseline's; world size 2
     # and the long run are the thorough preset's.
@@ -53,8 +53,7 @@ QUICK = Preset("quick", seeds=3, tasks=("mlp_regression",), probes={
 THOROUGH = Preset("thorough", seeds=8, tasks=("mlp_regression", "cnn_classification", "tiny_lm"), probes={
     "semantics": ProbePlan([], jobs_per_run=6),       # per world size 1, 2: no clip, clip; AdamW; short epoch
     "consistency": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40),
-    "performance": ProbePlan(["probe.repeats=8", "probe.widths=[128,512,1024]", "probe.steps=300"],
-                             jobs_per_run=48),
+    "performance": ProbePlan(["probe.performance.time_limit_s=60"], jobs_per_run=6),
     "functional": ProbePlan([], jobs_per_run=7),
     # The long run: 3,000 steps, memory and log growth sampled 100 times.
     "stability": ProbePlan(["probe.long_steps=3000"], jobs_per_run=18),

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, help="seeds per arm (default: the preset's, 3 quick, 8 thorough)")
     parser.add_argument("--thorough", action="store_true",
                         help="every bundled task, more seeds, consistency under bf16/fp16/world size 2, the "
-                             "performance probe at three widths in both modes (hours, not minutes)")
+                             "performance probe with a minute of turns in both modes (hours, not minutes)")
     parser.add_argument("--out", default="verdict", help="report directory (default ./verdict)")
     parser.add_argument("--scenario", default="balanced", help="ranking weights: balanced, research, platform")
     parser.add_argument("--probes", default="all",

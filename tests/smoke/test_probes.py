@@ -16,8 +16,8 @@ from helpers import ok, run_evalkit, store_uri
 from evalkit import names
 
 PROBES = ["semantics", "consistency", "performance", "functional", "stability", "customization", "maintenance"]
-SMALLEST = ["probe.world_sizes=[1]", "probe.clip=[false]", "probe.seeds=2", "probe.repeats=1", "probe.widths=[128]",
-            "probe.steps=40", "probe.maintenance.import_repeats=1", "probe.maintenance.offline=true"]
+SMALLEST = ["probe.world_sizes=[1]", "probe.clip=[false]", "probe.seeds=2", "probe.performance.depths=[2]",
+            "probe.performance.max_rounds=32", "probe.maintenance.import_repeats=1", "probe.maintenance.offline=true"]
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,8 @@ def test_the_evidence_behind_each_pass_is_recorded(probed):
 def test_the_performance_probe_records_its_timings_and_start_up(probed):
     """Its path only: the figures exist and are positive (what they decide is tested alone, in e2e)."""
     run, result = probed[2]["performance"]
-    timed = {k: v for k, v in run.data.metrics.items() if k.startswith("probe/performance/h128/")}
-    assert timed["probe/performance/h128/baseline_ms"] > 0 and timed["probe/performance/h128/wrapper_ms"] > 0
+    timed = {k: v for k, v in run.data.metrics.items() if k.startswith("probe/performance/d2/")}
+    assert timed["probe/performance/d2/baseline_ms"] > 0 and timed["probe/performance/d2/wrapper_ms"] > 0
+    assert 0 < run.data.metrics["probe/performance/rounds"] <= 32
     assert any(k.startswith("probe/performance/startup/") for k in run.data.metrics)
     assert result["figures"] and {"passed", "inconclusive", "findings"} <= set(result)

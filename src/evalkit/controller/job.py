@@ -127,6 +127,7 @@ class Controller:
         self.started: float | None = None     # when start_run recorded the run (monotonic)
         self.sampler: SystemSampler | None = None
         self.progress: JobProgress | None = None
+        self.extra_spec: dict = {}            # more for the worker's job spec (a timed job's turn table)
 
     def start_run(self) -> str:
         exp = tracking.experiment_id(self.client, self.cfg.tracking.experiment)
@@ -223,11 +224,18 @@ class Controller:
         return job_description(self.cfg, f"{status}{took}" + (f": {detail}" if detail else ""))
 
     def train(self) -> JobResult:
+        """Start the workers, watch them to their end, record the run."""
+        return self.conclude(self.launch())
+
+    def launch(self) -> Shipper:
+        """Write the job's spec (with `extra_spec`: what the worker also needs, e.g. its turn table), start the
+        workers and what watches them; the shipper that `conclude` ships with."""
         spool_dir = os.path.join(self.run_dir, "spool")
         os.makedirs(spool_dir, exist_ok=True)
         spec = {"config": OmegaConf.to_container(self.cfg, resolve=True), "spool_dir": spool_dir,
                 "ckpt_dir": self.ckpt_dir,
-                "resume_from": os.path.abspath(self.cfg.resume_from) if self.cfg.resume_from else None}
+                "resume_from": os.path.abspath(self.cfg.resume_from) if self.cfg.resume_from else None,
+                **self.extra_spec}
         with open(os.path.join(self.run_dir, names.JOB_FILE), "w") as fh:
             json.dump(spec, fh)
         world = self.cfg.distributed.world_size
@@ -239,11 +247,16 @@ class Controller:
         shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
         phases.mark("workers_start", self.run_dir)
         self.workers = nodes.start_ranks(self.cfg, self.run_dir, self.run_id, cuda=runs_on_cuda(self.cfg),
-                                         threads=worker_threads(self.cfg))   # several nodes: every node's ranks
+                                         threads=worker_threads(self.cfg),   # several nodes: every node's ranks
+                                         pin_at_turn="turns" in self.extra_spec)
         self.sampler = SystemSampler(self.cfg.tracking.system_metrics_interval_s).start()
         cfg = self.cfg
         self.progress = JobProgress(cfg.tracking.progress, f"{cfg.trainer.name} {cfg.task.name} seed={cfg.seed}",
                                     cfg.train.max_steps, cfg.tracking.progress_interval_s)
+        return shipper
+
+    def conclude(self, shipper: Shipper) -> JobResult:
+        """Watch the launched workers to their end, then ship everything and end the run."""
         try:
             self._watch(shipper)
             phases.mark("workers_ended", self.run_dir)

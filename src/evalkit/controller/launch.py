@@ -79,7 +79,7 @@ class WorkerGroup:
     def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1",
                  cuda: bool = False, threads: int | None = None, pin: bool = False, nnodes: int = 1,
                  node_rank: int = 0, master_port: int | None = None, run_id: str | None = None,
-                 warm_target: str | None = None, warm_required: bool = False):
+                 warm_target: str | None = None, warm_required: bool = False, pin_at_turn: bool = False):
         self.world_size = world_size
         local = world_size // nnodes
         self.ranks = [node_rank * local + i for i in range(local)]
@@ -107,10 +107,11 @@ class WorkerGroup:
             # with anything else on the cores (another job of a sweep, another user) the spinning threads take
             # them. A 300-step job beside one busy process took 105 s with two spinning threads, 18 s passive.
             env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            if self.cpus:
-                env[names.CPUS_ENV] = ",".join(str(c) for c in self.cpus[local_rank])
-            else:
-                env.pop(names.CPUS_ENV, None)
+            env.pop(names.CPUS_ENV, None)
+            env.pop(names.CPUS_AT_TURN_ENV, None)
+            if self.cpus:   # a job taking turns starts on every CPU and pins itself when it first waits its turn
+                env[names.CPUS_AT_TURN_ENV if pin_at_turn else names.CPUS_ENV] = \
+                    ",".join(str(c) for c in self.cpus[local_rank])
             if cuda:
                 # The node's ranks' GPUs only (local rank r on device r): a wrapper that sees more GPUs than ranks
                 # may spread one rank over all of them (Ignite's auto_model wraps DataParallel).

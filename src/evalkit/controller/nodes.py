@@ -160,7 +160,8 @@ def leading(cfg: DictConfig, run_dir: str) -> Iterator[None]:
         beacon.close(state="ended")
 
 
-def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, threads: int) -> Any:
+def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, threads: int,
+                pin_at_turn: bool = False) -> Any:
     """This job's ranks on this node: a WorkerGroup; on node 0 of several, a NodeGroup (its ranks and the reports
     of the other nodes' ranks)."""
     dist = cfg.distributed
@@ -168,7 +169,8 @@ def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, t
     group = WorkerGroup(run_dir, dist.world_size, run_dir, dist.master_addr, cuda=cuda, threads=threads,
                         pin=cfg.observe.profile == "timing", nnodes=dist.nnodes, node_rank=dist.node_rank,
                         master_port=dist.master_port, run_id=rendezvous_id(dist) if dist.nnodes > 1 else None,
-                        warm_target=warm_target, warm_required=cfg.hardware.get("worker_start") == "warm")
+                        warm_target=warm_target, warm_required=cfg.hardware.get("worker_start") == "warm",
+                        pin_at_turn=pin_at_turn)
     if dist.nnodes <= 1:
         return group
     beacon = _leading.get(os.path.abspath(run_dir)) or Beacon(run_dir, 0).start()

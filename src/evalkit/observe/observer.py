@@ -9,7 +9,8 @@ the collectors that record from it, in the order below. Each collector owns one 
   (loss forward hook, optimizer step pre/post hooks, `GradScaler.update`);
 - `validation.py`: validation metrics from no-grad forwards (model forward hook);
 - `optimizer_groups.py`: the optimizer's class, param groups and hyperparameters (optimizer step pre hook);
-- `timing.py`: step clocks and throughput; `memory.py`: peak memory after warm-up; `params.py`: the
+- `timing.py`: step clocks and throughput; `turns.py`: a timed job's blocks of steps, taken in turns with
+  the other jobs of its comparison; `memory.py`: peak memory after warm-up; `params.py`: the
   parameters after each step (optimizer step post hook);
 - `ckpt_watch.py`: the checkpoint entries written after each step; `memory_samples.py`: RSS and log bytes every
   `memory_every` steps (optimizer step post hook).
@@ -43,6 +44,7 @@ from evalkit.observe.params import ParamRecords
 from evalkit.observe.samples import DeferredIds, SampleIds
 from evalkit.observe.steps import StepRecords
 from evalkit.observe.timing import StepClock
+from evalkit.observe.turns import Turns
 from evalkit.observe.validation import Validation
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
@@ -67,7 +69,8 @@ class Observer:
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
                  sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None,
                  resuming: bool = False, import_rss: int | None = None, profile: str = "full",
-                 ckpt_dir: str | None = None, memory_every: int = 0, job_dir: str | None = None):
+                 ckpt_dir: str | None = None, memory_every: int = 0, job_dir: str | None = None,
+                 turns: Turns | None = None):
         if profile not in PROFILES:
             raise ValueError(f"observe profile {profile!r} is not one of {', '.join(PROFILES)}")
         self.task, self.spool, self.device, self.profile = task, spool, device, profile
@@ -90,6 +93,7 @@ class Observer:
         self.ckpts = CheckpointWatch(ckpt_dir) if ckpt_dir and not timing else None
         self.memory_samples = MemorySamples(spool, device, memory_every, job_dir) if memory_every and not timing \
             else None
+        self.turns = turns                 # a timed job that takes turns with its comparison's other jobs
         self._hooks: Hooks | None = None
         self._value_calls = 0
         self.first_forward_wall: float | None = None   # time.time() of the first training forward (start-up cost)
@@ -199,6 +203,8 @@ class Observer:
             self._reading_dtypes = False        # the warm-up told the compute dtype; the window pays nothing
             if self._hooks is not None:
                 self._hooks.remove_compute_layer()
+        if self.turns is not None:             # waits for its turn, outside every step's interval
+            self.turns.after_step(step, seconds)
         self.clock.restart()
 
     # ------------------------------------------------------------------ the end
@@ -217,6 +223,8 @@ class Observer:
                    "observed_dtypes": dict(self.dtypes.counts),
                    "unattributed_samples": self.samples.unattributed, **self.clock.throughput(self.steps.step),
                    **self.memory.read()}
+        if self.turns is not None:
+            summary.update(self.turns.summary())
         if self.ckpts is not None:
             summary["checkpoints"] = self.ckpts.listing(self.steps.step)
         if self.profile == "timing":

@@ -116,6 +116,10 @@ class ProbeRun:
                 notes += [n for n in found if n not in notes]
                 if not jobs:
                     break
+                schedule = getattr(self.probe, "schedule", None)
+                if callable(schedule):      # the phase's jobs run together, taking turns (controller.together)
+                    done.update(self._run_together(jobs, schedule(self.cfg, jobs)))
+                    continue
                 for job in jobs:
                     done[job.name] = self._run_one(job)
         finally:
@@ -125,11 +129,24 @@ class ProbeRun:
                 os.environ[names.PARENT_RUN_ENV] = previous_parent
         return list(done.values()), notes
 
-    def _run_one(self, job: PlannedJob) -> JobEvidence:
+    def _config(self, job: PlannedJob) -> DictConfig:
         child = probe_job_config(self.cfg, self.probe, job)
         problems = validate(child)
         if problems:
             raise ValueError(f"the {self.probe.name} probe's job {job.name} has an invalid config: {problems[0]}")
+        return child
+
+    def _run_together(self, jobs: list[PlannedJob], schedule) -> dict[str, JobEvidence]:
+        from evalkit.controller.together import run_together
+
+        say(self.cfg.tracking.progress, f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/"
+                                        f"{self.cfg.trainer.mode}: {len(jobs)} jobs taking turns")
+        planned = [(job.name, self._config(job), os.path.join(self.run_dir, job.name)) for job in jobs]
+        results = run_together(planned, schedule, role=names.ROLE_PROBE_JOB)
+        return {name: load_job(self.client, results[name].run_id, name) for name, _, _ in planned}
+
+    def _run_one(self, job: PlannedJob) -> JobEvidence:
+        child = self._config(job)
         say(self.cfg.tracking.progress,
             f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: job {job.name}")
         result: JobResult = run_job(child, os.path.join(self.run_dir, job.name), role=names.ROLE_PROBE_JOB)

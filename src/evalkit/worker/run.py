@@ -36,6 +36,7 @@ from evalkit.contract import (
 from evalkit.observe.deprecations import DeprecationRecorder
 from evalkit.observe.memory import current_rss
 from evalkit.observe.observer import Observer
+from evalkit.observe.turns import TimedWindowDone, Turns
 from evalkit.secrets import redact
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
@@ -168,35 +169,45 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                                            "scale": task.metric.scale,
                                            "datasets": describe_data(task, cfg.task._target_, cfg.seed,
                                                                      builder_arguments(cfg.task))})
+        turns = spec.get("turns")
+        turns = Turns(turns["address"], turns["job"], rank, cfg.observe.warmup_steps, device) if turns else None
         observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
                             sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
                             resuming=bool(spec.get("resume_from")), import_rss=import_rss,
                             profile=cfg.observe.profile, ckpt_dir=spec["ckpt_dir"] if rank == 0 else None,
-                            memory_every=cfg.observe.memory_every, job_dir=job_dir).attach()
+                            memory_every=cfg.observe.memory_every, job_dir=job_dir, turns=turns).attach()
         faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush,
                                spec["ckpt_dir"], fill_device=spool.fill_device)
         loads = LoadWatch() if spec.get("resume_from") else None
         if cfg.distributed.init_by == "evalkit":
             init_process_group(device)
         hand_over(task, cfg)
+        window_done = False
         try:
             adapter.fit(make_job(cfg, task, device, spec, observer.record_value))
+        except TimedWindowDone:      # the turn table has the blocks it needs: the job's measurement is complete
+            window_done = True
         finally:
             faults.remove()
             if loads is not None:
                 loads.remove()
+            if turns is not None:
+                turns.close()
         summary = observer.finish()
+        if window_done:
+            summary["ended_by"] = "turn table: timed window complete"
         startup.mark("first_forward", observer.first_forward_wall)
         startup.mark("first_step", observer.first_step_wall)
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        pinned = bool(os.environ.get(names.CPUS_ENV) or os.environ.get(names.CPUS_AT_TURN_ENV))
         if isinstance(deprecations, DeprecationRecorder):
             summary["deprecations"] = [w.as_dict() for w in deprecations.summary()]
         spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **summary,
                                                        **startup.summary(), "cpus": cpus,
                                                        **(loads.summary() if loads is not None else {}),
-                                                       "cpus_pinned": bool(os.environ.get(names.CPUS_ENV))})
+                                                       "cpus_pinned": pinned})
         if rank == 0:
-            spool.write_json("effective_config.json", redact(adapter.effective_config()))
+            spool.write_json("effective_config.json", redact(effective_config(adapter, window_done)))
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported by exit code
         if observer is not None:
@@ -211,6 +222,17 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
             fh.write(f"{error_summary(exc)}\n\n{traceback.format_exc()}")
         traceback.print_exc()
         return 3 if isinstance(exc, AdapterUnavailable) else 1
+
+
+def effective_config(adapter: Adapter, window_done: bool) -> dict[str, Any]:
+    """The adapter's effective config; after a fit the turn table ended (`window_done`), what it can still say (a
+    wrapper stopped mid-fit may not have it all), else the reason it cannot."""
+    if not window_done:
+        return adapter.effective_config()
+    try:
+        return adapter.effective_config()
+    except Exception as exc:  # noqa: BLE001 - a timed job's measurement does not depend on it
+        return {"unavailable": f"the fit was ended by the turn table: {type(exc).__name__}: {exc}"[:300]}
 
 
 def init_process_group(device: torch.device) -> None:

@@ -54,8 +54,8 @@ def test_each_preset_plans_every_probe_with_its_own_settings():
     from evalkit.quick import probe_jobs
 
     assert probe_overrides("performance", plan_for(QUICK, "performance"), ["lightning", "fabric"], ["x=1"]) == [
-        "probe=performance", "trainer=lightning,fabric", "trainer.mode=aligned", "probe.repeats=3",
-        "probe.widths=[512]", "probe.steps=300", "x=1"]
+        "probe=performance", "trainer=lightning,fabric", "trainer.mode=aligned",
+        "probe.performance.time_limit_s=15", "x=1"]
     assert probe_jobs(QUICK, ["semantics", "performance"], 5) == {"semantics": (10, 60), "performance": (5, 30)}
     assert plan_for(QUICK, "no-such-probe").modes == ("aligned", "defaults")
     assert "probe.switches=[bf16_mixed,fp16_mixed,ws2]" in plan_for(THOROUGH, "consistency").settings

@@ -1,12 +1,15 @@
-"""The performance probe's plan: baseline and wrapper jobs alternating in fresh processes.
+"""The performance probe's plan: at each model size a baseline job and a wrapper job, all run together.
 
-For repeat r and each model width (`task.hidden` of mlp_regression) one baseline job and one wrapper job, in the
-order baseline, wrapper on even repeats and wrapper, baseline on odd ones (A B B A ...), so a drift of the
-machine over the probe's minutes falls on both arms alike. Every job trains `observe.warmup_steps` +
-`probe.steps` optimizer steps with the light `timing` observation profile, validates and checkpoints only at the
-end (outside the timed window), at the probe config's hardware, precision and world size, its workers pinned to
-the same cores in every job (controller.launch.pinned_cpus); the sweep around it never runs another job beside
-it (the probe is `timed`).
+The sizes are depths (`task.depth` of mlp_regression, every hidden layer `probe.performance.hidden` wide): the step
+time grows with the depth while every tensor keeps its size. Wider layers were measured and refused: at hidden 1024
+(4 MiB per weight and gradient) two identical copies of the baseline differed by up to 23 % in step time and 12 MiB
+in training memory, run after run (what the C allocator does with large blocks differs from one process to the
+next); at hidden 256 and depth 32 they differed by 0.5-1.1 % (issue 31's note). Each size gets one baseline job and
+one wrapper job; the runner starts all of
+them one after another and lets them take turns (`schedule.py`). Every job trains with the light `timing`
+observation profile, no validation or checkpoint, its workers pinned to the same cores as every other job's
+(controller.launch.pinned_cpus): the jobs never run at once, each waits at the turn table while another's block
+runs. `train.max_steps` is only a cap: the turn table ends the jobs when the measurement is decided.
 """
 from __future__ import annotations
 
@@ -16,16 +19,17 @@ from evalkit.probes.base import PlannedJob
 
 TASK = "mlp_regression"
 BASELINE, WRAPPER = "baseline", "wrapper"
+MAX_STEPS = 1_000_000       # a cap the turn table never lets a job reach
 
 
-def job_name(width: int, repeat: int, arm: str) -> str:
-    return f"h{width}-r{repeat}-{arm}"
+def job_name(depth: int, arm: str) -> str:
+    return f"d{depth}-{arm}"
 
 
-def parse_name(name: str) -> tuple[int, int, str]:
-    """(width, repeat, arm) of a job name `h256-r3-wrapper`."""
-    width, repeat, arm = name.split("-", 2)
-    return int(width[1:]), int(repeat[1:]), arm
+def parse_name(name: str) -> tuple[int, str]:
+    """(depth, arm) of a job name `d8-wrapper`."""
+    depth, arm = name.split("-", 1)
+    return int(depth[1:]), arm
 
 
 def timed_threads(cfg: DictConfig) -> int:
@@ -35,21 +39,19 @@ def timed_threads(cfg: DictConfig) -> int:
     return cfg.hardware.threads or (1 if cfg.hardware.device == "cpu" else 0)
 
 
-def timed_settings(cfg: DictConfig, width: int) -> dict[str, object]:
-    warmup = cfg.observe.warmup_steps
-    return {"task.hidden": width, "train.max_steps": warmup + cfg.probe.steps, "train.val_every": 0,
+def timed_settings(cfg: DictConfig, depth: int) -> dict[str, object]:
+    return {"task.hidden": cfg.probe.performance.hidden, "task.depth": depth,
+            "train.max_steps": cfg.observe.warmup_steps + MAX_STEPS, "train.val_every": 0,
             "train.ckpt_every": 0, "observe.profile": "timing", "observe.params": False,
             "hardware.threads": timed_threads(cfg)}
 
 
 def plan_jobs(cfg: DictConfig) -> list[PlannedJob]:
     jobs = []
-    for repeat in range(cfg.probe.repeats):
-        for width in cfg.probe.widths:
-            arms = (BASELINE, WRAPPER) if repeat % 2 == 0 else (WRAPPER, BASELINE)
-            for arm in arms:
-                settings = timed_settings(cfg, width)
-                if arm == BASELINE:
-                    settings["trainer"] = "baseline"
-                jobs.append(PlannedJob(job_name(width, repeat, arm), settings))
+    for depth in sorted(cfg.probe.performance.depths):
+        for arm in (BASELINE, WRAPPER):
+            settings = timed_settings(cfg, depth)
+            if arm == BASELINE:
+                settings["trainer"] = "baseline"
+            jobs.append(PlannedJob(job_name(depth, arm), settings))
     return jobs

@@ -1,4 +1,5 @@
-"""The performance probe as the runner sees it: one phase of alternating jobs (plan.py), then the judge."""
+"""The performance probe as the runner sees it: one phase of jobs run together, taking turns (plan.py,
+schedule.py), then the judge."""
 from __future__ import annotations
 
 from omegaconf import DictConfig
@@ -21,13 +22,20 @@ class PerformanceProbe:
         from evalkit.controller.job import worker_threads
 
         threads = timed_threads(cfg) or worker_threads(cfg)
-        widths = ",".join(str(w) for w in cfg.probe.widths)
-        return (f"timed|hw={cfg.hardware.name}|thr={threads}|prec={cfg.precision.name}"
-                f"|ws={cfg.distributed.world_size}|bs={cfg.train.batch_size}|h={widths}|steps={cfg.probe.steps}"
-                f"|r={cfg.probe.repeats}")
+        p = cfg.probe.performance
+        sizes = ",".join(str(w) for w in sorted(p.depths))
+        return (f"turns|hw={cfg.hardware.name}|thr={threads}|prec={cfg.precision.name}"
+                f"|ws={cfg.distributed.world_size}|bs={cfg.train.batch_size}|h={p.hidden}|depth={sizes}|block={p.block_ms:g}ms"
+                f"|limit={p.time_limit_s:g}s|rounds<={p.max_rounds}|budget={p.budget:g}")
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         return ([] if done else plan_jobs(cfg)), []
+
+    def schedule(self, cfg: DictConfig, jobs: list[PlannedJob]):
+        """The jobs run together, taking turns (controller.together) under this schedule."""
+        from evalkit.probes.performance.schedule import PerformanceSchedule
+
+        return PerformanceSchedule(cfg)
 
     def judge(self, jobs: list[JobEvidence]) -> ProbeResult:
         from evalkit.probes.performance.judge import judge

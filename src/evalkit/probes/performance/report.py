@@ -1,61 +1,73 @@
-"""The performance probe's markdown: per width the paired figures, the fitted per-step cost, start-up and import
-footprint per arm."""
+"""The performance probe's markdown: per depth the blocks and the paired figures, the fit and its extrapolation,
+training memory, start-up and the import footprint per arm."""
 from __future__ import annotations
 
 import statistics
+from typing import TYPE_CHECKING
 
 from evalkit.names import STARTUP_MILESTONES
-from evalkit.probes.performance.measure import REFERENCE_STEP_MS, Fit, JobTiming, Paired, WidthResult
+from evalkit.probes.performance.blocks import REFERENCE_STEP_MS, Estimate, Interval
 from evalkit.probes.performance.plan import BASELINE, WRAPPER
 
-MIB = 2**20
+if TYPE_CHECKING:
+    from evalkit.probes.performance.judge import ArmJob, Memory
 
 
-def _interval(p: Paired | None, scale: float = 1.0, digits: int = 3, unit: str = "") -> str:
-    if p is None:
-        return "-"
-    return f"{p.estimate * scale:.{digits}f}{unit} [{p.low * scale:.{digits}f}, {p.high * scale:.{digits}f}]"
+def _iv(p: Interval, scale: float = 1.0, digits: int = 3, sign: str = "") -> str:
+    return (f"{p.estimate * scale:{sign}.{digits}f} [{p.low * scale:{sign}.{digits}f}, "
+            f"{p.high * scale:{sign}.{digits}f}]")
 
 
-def width_table(widths: list[WidthResult]) -> str:
-    rows = ["| width | pairs | baseline ms/step | wrapper ms/step | added ms/step | step ratio | training MiB "
-            "(baseline / wrapper) | memory ratio | timing |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for r in widths:
-        mem = [(b.train_mem, w.train_mem) for b, w in r.pairs if b.train_mem and w.train_mem]
-        mib = (f"{statistics.median(b for b, _ in mem) / MIB:.1f} / {statistics.median(w for _, w in mem) / MIB:.1f}"
-               if mem else "-")
-        rows.append(f"| h{r.width} | {len(r.pairs)} | {r.baseline_ms:.3f} | {r.wrapper_ms:.3f} | "
-                    f"{_interval(r.added_ms)} | {_interval(r.ratio)} | {mib} | {_interval(r.mem_ratio)} | "
-                    f"{'stable' if r.stable else 'unstable: ' + '; '.join(r.problems)} |")
+def size_table(est: Estimate, arms: list["ArmJob"]) -> str:
+    rows = ["| depth | steps per block | rounds | baseline ms/step | wrapper ms/step | added ms/step | step ratio | "
+            "training MiB (baseline / wrapper) |", "|---|---|---|---|---|---|---|---|"]
+    for w in est.sizes:
+        mib = {a.arm: a.train_mib for a in arms if a.depth == w.depth}
+        memory = (f"{mib[BASELINE]:.1f} / {mib[WRAPPER]:.1f}" if mib.get(BASELINE) is not None
+                  and mib.get(WRAPPER) is not None else "-")
+        rows.append(f"| d{w.depth} | {w.steps} | {w.rounds} | {w.baseline_ms:.3f} | {w.wrapper_ms:.3f} | "
+                    f"{_iv(est.added[w.depth], sign='+')} | {_iv(est.ratio[w.depth])} | {memory} |")
     return "\n".join(rows)
 
 
-def fit_text(fit: Fit | None) -> str:
-    if fit is None:
-        return "Per-step cost: not fitted (fewer than two stable pairs)."
-    how = ("fitted over the widths: added = fixed + proportional x baseline step time" if fit.proportional
-           else "one width: the whole difference taken as a fixed cost per step")
-    return f"Per-step cost the wrapper adds ({how}, {fit.fixed.n} pairs): {fit.text()}."
+def fit_text(est: Estimate, budget: float) -> str:
+    f = est.fraction
+    if est.fixed_ms is None:
+        how = "One depth only: no fit; the step ratio minus one is taken as the fraction (a fixed cost counted as " \
+              "proportional)."
+    else:
+        how = (f"Fitted over the sizes: added ms per step = {est.fixed_ms:+.3f} + {est.proportional:+.4f} x the "
+               "baseline's ms per step.")
+    return (f"{how} On a model whose step takes {REFERENCE_STEP_MS:.0f} ms the wrapper adds "
+            f"{_iv(f, 100, 2, '+')}% of the step ({100 * est.level:.2f}% interval over {f.batches} batches of "
+            f"{est.rounds} rounds; the level every look of the run used); budget {100 * budget:g}%.")
 
 
-def startup_table(startup: dict[str, dict[str, float]], timings: list[JobTiming]) -> str:
+def startup_table(arms: list["ArmJob"]) -> str:
+    from evalkit.probes.performance.judge import startup_medians
+
+    startup = startup_medians(arms)
     head = " | ".join(f"{m.replace('_', ' ')} s" for m in STARTUP_MILESTONES)
-    rows = [f"| arm | {head} | import footprint MiB |",
-            "|---" * (len(STARTUP_MILESTONES) + 2) + "|"]
+    rows = [f"| arm | {head} | import footprint MiB |", "|---" * (len(STARTUP_MILESTONES) + 2) + "|"]
     for arm in (BASELINE, WRAPPER):
-        imports = [t.import_mem for t in timings if t.arm == arm and t.import_mem]
+        imports = [a.import_mib for a in arms if a.arm == arm and a.import_mib]
         cells = [f"{startup.get(arm, {})[m]:.2f}" if m in startup.get(arm, {}) else "-" for m in STARTUP_MILESTONES]
-        rows.append(f"| {arm} | " + " | ".join(cells) + f" | {statistics.median(imports) / MIB:.0f} |"
-                    if imports else f"| {arm} | " + " | ".join(cells) + " | - |")
+        rows.append(f"| {arm} | " + " | ".join(cells) + f" | {statistics.median(imports):.0f} |" if imports
+                    else f"| {arm} | " + " | ".join(cells) + " | - |")
     return "\n".join(rows)
 
 
-def sections(widths: list[WidthResult], fit: Fit | None, startup: dict, timings: list[JobTiming]) -> list[str]:
-    return [
-        "## Step time and training memory, wrapper against baseline (paired by repeat, 95% intervals)\n\n"
-        + width_table(widths),
-        "## Per-step cost\n\n" + fit_text(fit) + f" The reference model's step takes {REFERENCE_STEP_MS:.0f} ms.",
-        "## Start-up (median seconds since the process started) and import footprint\n\n"
-        + startup_table(startup, timings),
-    ]
+def sections(est: Estimate | None, arms: list["ArmJob"], budget: float, memory: "Memory | None") -> list[str]:
+    jobs = "\n".join(f"- {a.name}: {a.job.status}" + (f" ({a.job.failure_reason})" if a.job.failure_reason else "")
+                     for a in sorted(arms, key=lambda a: (a.depth, a.arm)))
+    out = []
+    if est is not None:
+        out.append("## Per depth: blocks taken in turns, wrapper against baseline (paired by round)\n\n"
+                   + size_table(est, arms))
+        out.append("## Per-step cost, extrapolated\n\n" + fit_text(est, budget))
+    if memory is not None:
+        out.append("## Training memory\n\n" + memory.note[0].upper() + memory.note[1:] + ".")
+    out.append("## Start-up (median seconds since the process started; each job started while no other ran) "
+               "and import footprint\n\n" + startup_table(arms))
+    out.append("## Jobs\n\n" + jobs)
+    return out

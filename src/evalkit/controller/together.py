@@ -1,0 +1,152 @@
+"""Jobs run together, taking turns: every job alive at once, one block of optimizer steps at a time (issue 31).
+
+Each job is an ordinary job (its own run, controller, workers and records, `controller.job`); what differs is the
+order. The jobs start a few at a time, as many as there are usable CPUs (each start-up on a core of its own), each group
+once the previous one has finished its warm-up and waits at the turn table (`turn_table.py`), so that no start-up
+competes with a job's blocks; then rounds of blocks, in the order and with
+the block lengths the `Schedule` gives, until it has what it needs; then every job is told to stop and is recorded
+as usual. A job whose workers fail or never reach their warm-up's end ends the rounds: the others stop with the
+blocks they have, and the failed one's run says why.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Protocol
+
+from omegaconf import DictConfig
+
+from evalkit.controller import phases, rundir
+from evalkit.controller.interrupt import Interrupted, StopRequest
+from evalkit.controller.job import Controller, JobResult, one_line, preflight, worker_threads
+from evalkit.controller.launch import usable_cpus
+from evalkit.controller.progress import say
+from evalkit.controller.turn_table import JobLeft, TurnTable
+
+READY_TIMEOUT_S = 300.0     # a job's start-up and warm-up
+BLOCK_TIMEOUT_S = 120.0     # one block of steps
+
+
+class Schedule(Protocol):
+    """What the jobs run together are for: the block lengths, the order of each round, when to stop."""
+
+    def block_steps(self, warmup_step_s: dict[str, float]) -> dict[str, int]:
+        """Optimizer steps per block of each job, from the median warm-up step each job reported."""
+
+    def order(self, round_index: int) -> list[str]:
+        """The jobs in the order they run in round `round_index` (0, 1, ...)."""
+
+    def add(self, round_index: int, seconds: dict[str, float]) -> str | None:
+        """One round's block seconds per job; a reason to stop (decided, time limit), or None to go on."""
+
+    def progress(self) -> str:
+        """One line on where the measurement stands."""
+
+
+def run_together(jobs: list[tuple[str, DictConfig, str]], schedule: Schedule, role: str) -> dict[str, JobResult]:
+    """Run `jobs` (name, config, run directory) together under `schedule`; every job's result by name. Raises
+    `Interrupted` (after recording every run) on SIGINT/SIGTERM."""
+    phases.mark("job_start")
+    claims = [rundir.claim_fresh(run_dir) for _, _, run_dir in jobs]
+    table = TurnTable()
+    results: dict[str, JobResult] = {}
+    try:
+        with StopRequest() as stop:
+            started = _launch(jobs, table, stop, results, role)
+            if len(started) == len(jobs) and not stop.signame:
+                _rounds(started, table, schedule, stop)
+            for name in started:
+                table.stop(name)
+            _never_started(jobs, started, results, stop, role)
+            return _conclude(started, results)
+    finally:
+        table.close()
+        for claim in claims:
+            claim.release()
+
+
+def _launch(jobs, table: TurnTable, stop: StopRequest, results: dict[str, JobResult], role: str) -> dict:
+    """Start the jobs a few at a time (as many as there are usable CPUs: each start-up has a core to itself), each
+    group once the previous one waits at the table; those started, by name, with their shippers. A job that cannot
+    start or dies before its warm-up's end stops the launching."""
+    started: dict[str, tuple[Controller, object]] = {}
+    at_once = max(1, usable_cpus())
+    for first in range(0, len(jobs), at_once):
+        starting = {}
+        for name, cfg, run_dir in jobs[first:first + at_once]:
+            if cfg.distributed.nnodes > 1:
+                raise ValueError("jobs that take turns run on one node (distributed.nnodes=1)")
+            cfg.hardware.threads = worker_threads(cfg)
+            ctl = Controller(cfg, run_dir, stop=stop, role=role)
+            ctl.start_run()
+            reason = preflight(cfg)
+            if reason or stop.signame:
+                results[name] = ctl.fail(reason) if reason else ctl.fail(f"interrupted by {stop.signame} before "
+                                                                         "training started", status="KILLED")
+                return started
+            ctl.extra_spec = table.spec(name)
+            started[name] = (ctl, ctl.launch())
+            starting[name] = (cfg.distributed.world_size, lambda c=ctl: c.workers.poll() is None)
+        try:
+            table.wait_ready(starting, READY_TIMEOUT_S)
+        except (JobLeft, TimeoutError) as exc:
+            print(f"[evalkit] the jobs taking turns stop: {getattr(exc, 'job', None) or ''} did not reach its "
+                  f"turns ({exc})", file=sys.stderr, flush=True)
+            if isinstance(exc, TimeoutError):
+                for name in starting:
+                    started[name][0].workers.stop()
+            return started
+    return started
+
+
+def _never_started(jobs, started: dict, results: dict[str, JobResult], stop: StopRequest, role: str) -> None:
+    """Record the jobs the launching never reached (an earlier one could not start), FAILED with that reason."""
+    first = next((name for name, _, _ in jobs if name not in started or name in results), None)
+    for name, cfg, run_dir in jobs:
+        if name in started or name in results:
+            continue
+        ctl = Controller(cfg, run_dir, stop=stop, role=role)
+        ctl.start_run()
+        results[name] = ctl.fail(f"not run: the jobs taking turns stopped before it started, at {first}")
+
+
+def _rounds(started: dict, table: TurnTable, schedule: Schedule, stop: StopRequest) -> None:
+    """Rounds of blocks until the schedule stops them, a job leaves, or a stop signal comes."""
+    steps = schedule.block_steps(dict(table.ready))
+    last_said = time.monotonic()
+    index = 0
+    while not stop.signame:
+        seconds = {}
+        for name in schedule.order(index):
+            ctl = started[name][0]
+            try:
+                seconds[name] = table.block(name, steps[name], lambda c=ctl: c.workers.poll() is None,
+                                            BLOCK_TIMEOUT_S)
+            except (JobLeft, TimeoutError) as exc:
+                print(f"[evalkit] {name} left its turns in round {index} ({exc}): every job stops",
+                      file=sys.stderr, flush=True)
+                if isinstance(exc, TimeoutError):
+                    ctl.workers.stop()
+                return
+        reason = schedule.add(index, seconds)
+        index += 1
+        if reason:
+            print(f"[evalkit] turns end after {index} rounds: {reason}", file=sys.stderr, flush=True)
+            return
+        if time.monotonic() - last_said > 5.0:
+            last_said = time.monotonic()
+            say(True, f"[evalkit] turns: round {index}: {schedule.progress()}")
+
+
+def _conclude(started: dict, results: dict[str, JobResult]) -> dict[str, JobResult]:
+    """Watch every started job to its end and record it; an interrupt is raised once all are recorded."""
+    interrupted: Interrupted | None = None
+    for name, (ctl, shipper) in started.items():
+        try:
+            results[name] = ctl.conclude(shipper)
+        except Interrupted as exc:
+            interrupted = interrupted or exc
+            results[name] = JobResult(ctl.run_id, False, one_line(exc.message), "KILLED")
+    if interrupted is not None:
+        raise interrupted
+    return results
