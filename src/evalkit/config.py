@@ -120,6 +120,7 @@ class ObserveConfig:
     profile: str = "full"            # full | timing (only step clocks, sample counts, memory: timed probe jobs)
     memory_every: int = 0            # full profile: sample RSS (and CUDA memory) every this many steps; 0 = off
     deprecations: bool = False       # record every deprecation/future warning raised, with the module raising it
+    call_profile: int = 0            # profile this many steps after the warm-up (cProfile, tracemalloc); 0 = off
 
 
 @dataclass
@@ -308,7 +309,7 @@ RANGES: dict[str, Range] = {
     "distributed.master_port": Range(1, 65535, nullable=True), "distributed.node_timeout_s": POSITIVE,
     "tracking.flush_interval_s": POSITIVE, "tracking.batch_size": Range(1, 1000),
     "tracking.progress_interval_s": POSITIVE, "tracking.system_metrics_interval_s": AT_LEAST_0,
-    "observe.warmup_steps": AT_LEAST_0, "observe.memory_every": AT_LEAST_0,
+    "observe.warmup_steps": AT_LEAST_0, "observe.memory_every": AT_LEAST_0, "observe.call_profile": AT_LEAST_0,
     **{f"faults.{k}": AT_LEAST_0 for k in ("kill_after_step", "kill_in_save_after_step", "oom_at_step",
                                            "loss_error_at_step", "disk_full_at_step", "slow_forward_s")},
     "probe.world_sizes": Range(1, items=True),

@@ -19,6 +19,7 @@ CHECKPOINTS_DIR = "checkpoints"
 CONTROLLER_PID_ENV = "EVALKIT_CONTROLLER_PID"   # workers die with the controller that set it
 PARENT_RUN_ENV = "EVALKIT_PARENT_RUN_ID"        # a sweep's parent run, for its jobs
 SPAWN_WALL_ENV = "EVALKIT_SPAWN_WALL"           # time.time() when the controller started the worker (start-up cost)
+CALL_PROFILE_FILE = "call_profile.json"             # observe.call_profile: the worker's profile (rank 0)
 CPUS_AT_TURN_ENV = "EVALKIT_CPUS_AT_TURN"          # a job taking turns: the CPUs it pins itself to when it first waits
 CPUS_ENV = "EVALKIT_CPUS"                       # a timed job's worker: the CPUs it pins itself to (e.g. "1")
 # A warm server starts with this much padding in its arguments and in this variable: room for each forked worker to

@@ -377,7 +377,8 @@ class Controller:
                 paths = shipper.write_csvs(elsewhere, metric_name)
             for path in paths:
                 client.log_artifact(run_id, path, names.RECORDS_DIR)
-        for name in ["effective_config.json", "versions.json"] + [f"summary_rank{r}.json" for r in range(world)]:
+        for name in (["effective_config.json", "versions.json", names.CALL_PROFILE_FILE]
+                     + [f"summary_rank{r}.json" for r in range(world)]):
             if os.path.exists(os.path.join(spool_dir, name)):
                 client.log_artifact(run_id, os.path.join(spool_dir, name), "evalkit")
         for path in sorted(glob.glob(os.path.join(self.run_dir, "worker_rank*.log"))):

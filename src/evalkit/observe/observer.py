@@ -10,8 +10,8 @@ the collectors that record from it, in the order below. Each collector owns one 
 - `validation.py`: validation metrics from no-grad forwards (model forward hook);
 - `optimizer_groups.py`: the optimizer's class, param groups and hyperparameters (optimizer step pre hook);
 - `timing.py`: step clocks and throughput; `turns.py`: a timed job's blocks of steps, taken in turns with
-  the other jobs of its comparison; `memory.py`: peak memory after warm-up; `params.py`: the
-  parameters after each step (optimizer step post hook);
+  the other jobs of its comparison; `call_profile.py`: where the time and memory go (cProfile, tracemalloc);
+  `memory.py`: peak memory after warm-up; `params.py`: the parameters after each step (optimizer step post hook);
 - `ckpt_watch.py`: the checkpoint entries written after each step; `memory_samples.py`: RSS and log bytes every
   `memory_every` steps (optimizer step post hook).
 
@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from evalkit.observe.call_profile import CallProfile
 from evalkit.observe.ckpt_watch import CheckpointWatch
 from evalkit.observe.dtypes import ComputeDtypes, compute_layer
 from evalkit.observe.hooks import Hooks, first_tensor
@@ -70,7 +71,7 @@ class Observer:
                  sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None,
                  resuming: bool = False, import_rss: int | None = None, profile: str = "full",
                  ckpt_dir: str | None = None, memory_every: int = 0, job_dir: str | None = None,
-                 turns: Turns | None = None):
+                 turns: Turns | None = None, call_profile: CallProfile | None = None):
         if profile not in PROFILES:
             raise ValueError(f"observe profile {profile!r} is not one of {', '.join(PROFILES)}")
         self.task, self.spool, self.device, self.profile = task, spool, device, profile
@@ -94,6 +95,7 @@ class Observer:
         self.memory_samples = MemorySamples(spool, device, memory_every, job_dir) if memory_every and not timing \
             else None
         self.turns = turns                 # a timed job that takes turns with its comparison's other jobs
+        self.call_profile = call_profile   # where the time and memory go, function by function (untimed)
         self._hooks: Hooks | None = None
         self._value_calls = 0
         self.first_forward_wall: float | None = None   # time.time() of the first training forward (start-up cost)
@@ -203,6 +205,8 @@ class Observer:
             self._reading_dtypes = False        # the warm-up told the compute dtype; the window pays nothing
             if self._hooks is not None:
                 self._hooks.remove_compute_layer()
+        if self.call_profile is not None:
+            self.call_profile.after_step(step)
         if self.turns is not None:             # waits for its turn, outside every step's interval
             self.turns.after_step(step, seconds)
         self.clock.restart()

@@ -1,8 +1,9 @@
 """A probe job's stored records, read back from the tracking store: the only input a judge gets.
 
 Everything here comes from the child run's artifacts and tags (`records/*.csv`, `records/*.json`,
-`config/resolved.yaml`, `evalkit/effective_config.json`, `evalkit/summary_rank0.json`), never from the worker's
-memory: a judge sees what a user of the store could see. `to_json`/`from_json` keep a job's evidence as a test fixture.
+`config/resolved.yaml`, `evalkit/effective_config.json`, `evalkit/summary_rank0.json`, `evalkit/call_profile.json`),
+never from the worker's memory: a judge sees what a user of the store could see. `to_json`/`from_json` keep a job's
+evidence as a test fixture.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class JobEvidence:
     memory: list[dict[str, Any]] = field(default_factory=list)       # observe.memory_every samples (rank 0)
     values: list[dict[str, Any]] = field(default_factory=list)       # TrainJob.log_value calls (rank 0)
     optimizer: list[dict[str, Any]] = field(default_factory=list)    # the optimizer stepped, per change (rank 0)
+    profile: dict[str, Any] = field(default_factory=dict)            # observe.call_profile's functions, memory
 
     @property
     def failure_reason(self) -> str:
@@ -131,6 +133,8 @@ def load_job(client, run_id: str, name: str) -> JobEvidence:
         effective, summary = text("evalkit", "effective_config.json"), text("evalkit", "summary_rank0.json")
         evidence.effective = json.loads(effective) if effective else {}
         evidence.summary = json.loads(summary) if summary else {}
+        profile = text("evalkit", names.CALL_PROFILE_FILE)
+        evidence.profile = json.loads(profile) if profile else {}
     return evidence
 
 

@@ -117,8 +117,9 @@ class ProbeRun:
                 if not jobs:
                     break
                 schedule = getattr(self.probe, "schedule", None)
-                if callable(schedule):      # the phase's jobs run together, taking turns (controller.together)
-                    done.update(self._run_together(jobs, schedule(self.cfg, jobs)))
+                schedule = schedule(self.cfg, jobs) if callable(schedule) else None
+                if schedule is not None:    # the phase's jobs run together, taking turns (controller.together)
+                    done.update(self._run_together(jobs, schedule))
                     continue
                 for job in jobs:
                     done[job.name] = self._run_one(job)

@@ -33,6 +33,7 @@ from evalkit.contract import (
     TrainJob,
     not_an_adapter,
 )
+from evalkit.observe.call_profile import CallProfile
 from evalkit.observe.deprecations import DeprecationRecorder
 from evalkit.observe.memory import current_rss
 from evalkit.observe.observer import Observer
@@ -169,13 +170,16 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                                            "scale": task.metric.scale,
                                            "datasets": describe_data(task, cfg.task._target_, cfg.seed,
                                                                      builder_arguments(cfg.task))})
+        profiled = CallProfile(cfg.observe.call_profile, cfg.observe.warmup_steps) \
+            if cfg.observe.get("call_profile") else None
         turns = spec.get("turns")
         turns = Turns(turns["address"], turns["job"], rank, cfg.observe.warmup_steps, device) if turns else None
         observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
                             sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
                             resuming=bool(spec.get("resume_from")), import_rss=import_rss,
                             profile=cfg.observe.profile, ckpt_dir=spec["ckpt_dir"] if rank == 0 else None,
-                            memory_every=cfg.observe.memory_every, job_dir=job_dir, turns=turns).attach()
+                            memory_every=cfg.observe.memory_every, job_dir=job_dir, turns=turns,
+                            call_profile=profiled).attach()
         faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush,
                                spec["ckpt_dir"], fill_device=spool.fill_device)
         loads = LoadWatch() if spec.get("resume_from") else None
@@ -193,6 +197,8 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                 loads.remove()
             if turns is not None:
                 turns.close()
+            if profiled is not None:
+                profiled.close()
         summary = observer.finish()
         if window_done:
             summary["ended_by"] = "turn table: timed window complete"
@@ -208,6 +214,8 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                                                        "cpus_pinned": pinned})
         if rank == 0:
             spool.write_json("effective_config.json", redact(effective_config(adapter, window_done)))
+            if profiled is not None and profiled.result is not None:
+                spool.write_json(names.CALL_PROFILE_FILE, profiled.result)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported by exit code
         if observer is not None:

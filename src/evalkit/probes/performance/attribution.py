@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 TOP = 5
+MIN_MIB = 0.01      # smaller differences in what a file holds are not named
 
 
 def module_of(file: str) -> str:
@@ -39,7 +40,7 @@ def added_time(baseline: dict[str, Any], wrapper: dict[str, Any]) -> dict[str, l
     packages: dict[str, float] = defaultdict(float)
     for key, ms in added.items():
         packages[key.split(":", 1)[0].split(".", 1)[0]] += ms
-    top = lambda d: sorted(((k, v) for k, v in d.items() if v > 0), key=lambda kv: -kv[1])[:TOP]  # noqa: E731
+    top = lambda d: sorted(((k, v) for k, v in d.items() if k and v > 0), key=lambda kv: -kv[1])[:TOP]  # noqa: E731
     return {"functions": top(added), "packages": top(packages),
             "total": [("baseline", sum(base.values())), ("wrapper", sum(wrap.values()))]}
 
@@ -49,7 +50,7 @@ def added_memory(baseline: dict[str, Any], wrapper: dict[str, Any]) -> list[tupl
     base = {row["file"]: row["bytes"] for row in baseline.get("memory", [])}
     wrap = {row["file"]: row["bytes"] for row in wrapper.get("memory", [])}
     added = {f: (wrap.get(f, 0) - base.get(f, 0)) / 2**20 for f in base.keys() | wrap.keys()}
-    return sorted(((f, mib) for f, mib in added.items() if mib > 0), key=lambda kv: -kv[1])[:TOP]
+    return sorted(((f, mib) for f, mib in added.items() if mib >= MIN_MIB), key=lambda kv: -kv[1])[:TOP]
 
 
 def section(baseline: dict[str, Any], wrapper: dict[str, Any], depth: int) -> str:

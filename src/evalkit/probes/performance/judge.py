@@ -14,8 +14,10 @@ the baseline's, plus `probe.performance.memory_budget` of it (10 %); two process
 wrapper is within only when below the budget by that much, outside when above it by that much, else undecided
 (inconclusive).
 
-A wrapper job that failed is a fail (its reason); a baseline job that failed leaves the probe inconclusive (evalkit's
-own control arm). The judge reads the budget and the looks from the jobs' resolved configs.
+When the cell is not a pass, the probe's second phase profiles both arms (plan.profile_jobs): the report then says
+where the added time and memory go (attribution.py). A wrapper job that failed is a fail (its reason); a baseline
+job that failed leaves the probe inconclusive (evalkit's own control arm). The judge reads the budget and the looks
+from the jobs' resolved configs.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import numpy as np
 from evalkit.names import STARTUP_MILESTONES as MILESTONES
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
+from evalkit.probes.performance import attribution
 from evalkit.probes.performance.blocks import (
     REFERENCE_STEP_MS,
     Estimate,
@@ -36,7 +39,7 @@ from evalkit.probes.performance.blocks import (
     estimate,
     rounds_needed,
 )
-from evalkit.probes.performance.plan import BASELINE, WRAPPER, parse_name
+from evalkit.probes.performance.plan import BASELINE, PROFILE, WRAPPER, parse_name
 from evalkit.probes.performance.report import sections
 
 MIB = 2**20
@@ -89,7 +92,29 @@ def settings(jobs: list[JobEvidence]) -> dict:
 
 
 def judge(jobs: list[JobEvidence]) -> ProbeResult:
-    arms = [ArmJob.of(j) for j in jobs]
+    profiles = {j.name: j for j in jobs if j.name.endswith(PROFILE)}
+    arms = [ArmJob.of(j) for j in jobs if not j.name.endswith(PROFILE)]
+    result = _judge(arms, jobs)
+    where = _attribution(profiles)
+    if where:
+        result.sections.append(where)
+    return result
+
+
+def _attribution(profiles: dict[str, JobEvidence]) -> str | None:
+    """The report's section on where the added time and memory go, from the two profile jobs (None without both)."""
+    by_arm = {parse_name(name.removesuffix(PROFILE))[1]: job for name, job in profiles.items()}
+    base, wrap = by_arm.get(BASELINE), by_arm.get(WRAPPER)
+    if base is None or wrap is None:
+        return None
+    depth = parse_name(wrap.name.removesuffix(PROFILE))[0]
+    if not base.profile or not wrap.profile:
+        return (f"## Where the added time goes\n\nThe profile jobs did not record a profile ({base.name}: "
+                f"{base.status}, {wrap.name}: {wrap.status}).")
+    return "## Where the added time goes\n\n" + attribution.section(base.profile, wrap.profile, depth)
+
+
+def _judge(arms: list["ArmJob"], jobs: list[JobEvidence]) -> ProbeResult:
     chosen = settings(jobs)
     budget, level = chosen["budget"], decision_level(int(chosen["max_rounds"]))
     result = ProbeResult("performance", passed=False, notes=[])

@@ -20,6 +20,8 @@ from evalkit.probes.base import PlannedJob
 TASK = "mlp_regression"
 BASELINE, WRAPPER = "baseline", "wrapper"
 MAX_STEPS = 1_000_000       # a cap the turn table never lets a job reach
+PROFILE_STEPS = 100         # the profile jobs' profiled steps (after the warm-up)
+PROFILE = "-profile"        # the profile jobs' names: d32-baseline-profile, d32-wrapper-profile
 
 
 def job_name(depth: int, arm: str) -> str:
@@ -44,6 +46,20 @@ def timed_settings(cfg: DictConfig, depth: int) -> dict[str, object]:
             "train.max_steps": cfg.observe.warmup_steps + MAX_STEPS, "train.val_every": 0,
             "train.ckpt_every": 0, "observe.profile": "timing", "observe.params": False,
             "hardware.threads": timed_threads(cfg)}
+
+
+def profile_jobs(cfg: DictConfig) -> list[PlannedJob]:
+    """The two untimed jobs that say where the added time and memory go: both arms at the largest depth, profiled
+    over PROFILE_STEPS steps (observe.call_profile), one after the other."""
+    depth = max(cfg.probe.performance.depths)
+    jobs = []
+    for arm in (BASELINE, WRAPPER):
+        settings = {**timed_settings(cfg, depth), "train.max_steps": cfg.observe.warmup_steps + PROFILE_STEPS,
+                    "observe.call_profile": PROFILE_STEPS}
+        if arm == BASELINE:
+            settings["trainer"] = "baseline"
+        jobs.append(PlannedJob(job_name(depth, arm) + PROFILE, settings))
+    return jobs
 
 
 def plan_jobs(cfg: DictConfig) -> list[PlannedJob]:

@@ -1,5 +1,5 @@
 """The performance probe as the runner sees it: one phase of jobs run together, taking turns (plan.py,
-schedule.py), then the judge."""
+schedule.py), a second of two profile jobs when the cell is not a pass, then the judge."""
 from __future__ import annotations
 
 from omegaconf import DictConfig
@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
-from evalkit.probes.performance.plan import TASK, plan_jobs, timed_threads
+from evalkit.probes.performance.plan import PROFILE, TASK, plan_jobs, profile_jobs, timed_threads
 
 
 class PerformanceProbe:
@@ -29,13 +29,25 @@ class PerformanceProbe:
                 f"|limit={p.time_limit_s:g}s|rounds<={p.max_rounds}|budget={p.budget:g}")
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
-        return ([] if done else plan_jobs(cfg)), []
+        """First the jobs taking turns; then, when their cell is not a pass, the two profile jobs that say where
+        the added time and memory go."""
+        if not done:
+            return plan_jobs(cfg), []
+        if any(name.endswith(PROFILE) for name in done):
+            return [], []
+        from evalkit.probes.performance.judge import judge
+
+        verdict = judge(list(done.values()))
+        if verdict.passed or verdict.headline.startswith("not measured"):
+            return [], []
+        return profile_jobs(cfg), []
 
     def schedule(self, cfg: DictConfig, jobs: list[PlannedJob]):
-        """The jobs run together, taking turns (controller.together) under this schedule."""
+        """The timed jobs run together, taking turns (controller.together) under this schedule; the profile jobs
+        one after the other (None)."""
         from evalkit.probes.performance.schedule import PerformanceSchedule
 
-        return PerformanceSchedule(cfg)
+        return None if any(j.name.endswith(PROFILE) for j in jobs) else PerformanceSchedule(cfg)
 
     def judge(self, jobs: list[JobEvidence]) -> ProbeResult:
         from evalkit.probes.performance.judge import judge

@@ -111,3 +111,25 @@ def test_the_start_up_and_the_import_footprint_are_reported():
     result = perf.judge(jobs_for())
     assert result.figures["startup/first_step_s/wrapper"] == pytest.approx(3.6)
     assert any("Start-up" in s and "300" in s for s in result.sections)
+
+
+def test_a_cell_that_is_not_a_pass_gets_two_profile_jobs_and_their_section():
+    from evalkit.probes.performance.probe import PROBE
+
+    cfg = OmegaConf.create({"probe": {"performance": {"depths": [2, 8, 32], "hidden": 256}},
+                            "observe": {"warmup_steps": 5}, "hardware": {"threads": 0, "device": "cpu"}})
+    passed = {j.name: j for j in jobs_for()}
+    assert PROBE.plan(cfg, passed) == ([], [])
+    slow = {j.name: j for j in jobs_for(proportional=0.10)}
+    profiles, _ = PROBE.plan(cfg, slow)
+    assert [j.name for j in profiles] == ["d32-baseline-profile", "d32-wrapper-profile"]
+    assert profiles[1].overrides["observe.call_profile"] == 100 and "trainer" not in profiles[1].overrides
+    assert PROBE.schedule(cfg, profiles) is None            # run one after the other, not in turns
+    row = {"file": "fakewrap/loop.py", "line": 1, "function": "advance", "calls": 100, "own_s": 0.05,
+           "cumulative_s": 0.05}
+    for job_, extra in ((profiles[0], []), (profiles[1], [row])):
+        slow[job_.name] = JobEvidence(job_.name, "r", "FINISHED", CONFIG,
+                                      profile={"steps": 100, "functions": extra, "memory": []})
+    assert PROBE.plan(cfg, slow) == ([], [])
+    result = perf.judge(list(slow.values()))
+    assert result.status == "fail" and "`fakewrap.loop:advance` | +0.500" in result.sections[-1]
