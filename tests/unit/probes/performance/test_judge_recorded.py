@@ -18,9 +18,12 @@ def test_every_run_of_the_e2e_tier_has_a_recording_and_nothing_else_does():
 
 @pytest.mark.parametrize("name", sorted(PERFORMANCE_RUNS))
 def test_each_recording_took_turns_a_baseline_and_a_wrapper_job_per_depth(name):
-    jobs, measured = recording("performance", name)
+    every, measured = recording("performance", name)
     assert measured is None
+    jobs = [j for j in every if not j.name.endswith("-profile")]
     assert sorted(j.name for j in jobs) == sorted(f"d{d}-{arm}" for d in (2, 8, 32) for arm in ("baseline", "wrapper"))
+    profiled = sorted(j.name for j in every if j.name.endswith("-profile"))
+    assert profiled == ([] if name == "identical" else ["d32-baseline-profile", "d32-wrapper-profile"])
     for j in jobs:
         assert j.status == "FINISHED" and j.summary["ended_by"].startswith("turn table")
         assert len(j.summary["turns"]["blocks_s"]) >= 32 and j.summary["turns"]["steps_per_block"] >= 4
@@ -52,3 +55,8 @@ def test_the_start_up_is_reported():
     result = judged_recording("performance", "slow")
     assert result["figures"]["startup/first_step_s/baseline"] > result["figures"]["startup/torch_imported_s/baseline"]
     assert any("Start-up" in s for s in result["sections"])
+
+
+def test_the_slower_copys_profile_names_the_planted_wait():
+    section = judged_recording("performance", "slow")["sections"][-1]
+    assert section.startswith("## Where the added time goes") and "`slow_loop:busy`" in section
