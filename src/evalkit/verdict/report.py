@@ -38,10 +38,11 @@ METHOD = (
     "= alpha x p / p_adjusted is the level Holm left each comparison: every interval shown is the one its "
     "decision used, at that level (90 % for one comparison at alpha 0.05). A non-significant difference "
     "is never reported as equivalence. When a performance or consistency probe ran for an arm (same trainer "
-    "and mode), its result fills that column instead: the performance probe times baseline and wrapper jobs "
-    "alternating in fresh processes (paired by repeat, 95% t intervals, unstable timings not judged) and fits the "
-    "per-step cost the wrapper adds over model widths; the consistency probe compares the wrapper with the "
-    "baseline step by step at one seed, over paired seeds, and under one switch at a time."
+    "and mode), its result fills that column instead: the performance probe keeps baseline and wrapper jobs alive "
+    "at once at three model sizes, times them in turns one block of steps at a time (paired by round, batch-means "
+    "intervals) and judges the per-step cost the wrapper adds extrapolated to a 100 ms step; the consistency probe "
+    "compares the wrapper with the baseline step by step at one seed, over paired seeds, and under one switch at a "
+    "time."
 )
 
 
