@@ -1,7 +1,8 @@
 """Where a job's time and memory go, function by function (`observe.call_profile=N`; the performance probe's
 untimed profile jobs, issue 31).
 
-`cProfile` over the N optimizer steps after the warm-up (each function's own time and calls, per step), and
+`cProfile` over the N optimizer steps that follow the first step after the warm-up (each function's own time and
+calls, per step; a job taking turns waits for its turn at the warm-up's end, outside that window), and
 `tracemalloc` from before the wrapper's fit to the end of those steps (what is held then, by source file). Both slow
 the job down (a call's profiling costs about a microsecond; tracing every allocation, more): the figures compare
 two arms profiled alike, they are not step times. Written as `call_profile.json` beside the summary.
@@ -35,7 +36,7 @@ def where(filename: str) -> str:
 
 class CallProfile:
     def __init__(self, steps: int, warmup_steps: int):
-        self.steps, self.first = steps, warmup_steps
+        self.steps, self.first = steps, warmup_steps + 1
         self._profile: cProfile.Profile | None = None
         self.result: dict[str, Any] | None = None
         tracemalloc.start(1)        # before the fit: what the wrapper allocates while it sets up counts too

@@ -20,7 +20,7 @@ from evalkit.probes.base import PlannedJob
 TASK = "mlp_regression"
 BASELINE, WRAPPER = "baseline", "wrapper"
 MAX_STEPS = 1_000_000       # a cap the turn table never lets a job reach
-PROFILE_STEPS = 100         # the profile jobs' profiled steps (after the warm-up)
+PROFILE_STEPS = 50          # the profile jobs' profiled steps (after the warm-up)
 PROFILE = "-profile"        # the profile jobs' names: d32-baseline-profile, d32-wrapper-profile
 
 
@@ -50,12 +50,12 @@ def timed_settings(cfg: DictConfig, depth: int) -> dict[str, object]:
 
 def profile_jobs(cfg: DictConfig) -> list[PlannedJob]:
     """The two untimed jobs that say where the added time and memory go: both arms at the largest depth, profiled
-    over PROFILE_STEPS steps (observe.call_profile), one after the other."""
+    over PROFILE_STEPS steps (observe.call_profile). They start together and run one block each, one after the
+    other (schedule.ProfileSchedule): nothing else runs while one is profiled."""
     depth = max(cfg.probe.performance.depths)
     jobs = []
     for arm in (BASELINE, WRAPPER):
-        settings = {**timed_settings(cfg, depth), "train.max_steps": cfg.observe.warmup_steps + PROFILE_STEPS,
-                    "observe.call_profile": PROFILE_STEPS}
+        settings = {**timed_settings(cfg, depth), "observe.call_profile": PROFILE_STEPS}
         if arm == BASELINE:
             settings["trainer"] = "baseline"
         jobs.append(PlannedJob(job_name(depth, arm) + PROFILE, settings))

@@ -43,11 +43,13 @@ class PerformanceProbe:
         return profile_jobs(cfg), []
 
     def schedule(self, cfg: DictConfig, jobs: list[PlannedJob]):
-        """The timed jobs run together, taking turns (controller.together) under this schedule; the profile jobs
-        one after the other (None)."""
-        from evalkit.probes.performance.schedule import PerformanceSchedule
+        """The jobs run together, taking turns (controller.together): the timed ones until decided, the profile
+        jobs one block each."""
+        from evalkit.probes.performance.schedule import PerformanceSchedule, ProfileSchedule
 
-        return None if any(j.name.endswith(PROFILE) for j in jobs) else PerformanceSchedule(cfg)
+        if any(j.name.endswith(PROFILE) for j in jobs):
+            return ProfileSchedule([j.name for j in jobs])
+        return PerformanceSchedule(cfg)
 
     def judge(self, jobs: list[JobEvidence]) -> ProbeResult:
         from evalkit.probes.performance.judge import judge

@@ -21,7 +21,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from evalkit.probes.performance.blocks import Estimate, Size, decide, decision_level, estimate, looks
-from evalkit.probes.performance.plan import BASELINE, WRAPPER, job_name
+from evalkit.probes.performance.plan import BASELINE, PROFILE_STEPS, WRAPPER, job_name
 
 MIN_BLOCK_STEPS = 4     # a block of one step is mostly the cold start after another process ran (see above)
 
@@ -77,3 +77,24 @@ class PerformanceSchedule:
         f = self.last.fraction
         return (f"{100 * f.estimate:+.2f}% [{100 * f.low:+.2f}, {100 * f.high:+.2f}] of a 100 ms step after "
                 f"{self.last.rounds} rounds (budget {100 * self.budget:g}%)")
+
+
+class ProfileSchedule:
+    """The two profile jobs: started together (each start-up on a core of its own), then one block each, one after
+    the other, of the profiled steps and the step before and after them (observe/call_profile.py: its window starts
+    one step after the warm-up), so that no profiled step runs beside the other job or includes a wait."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+
+    def block_steps(self, warmup_step_s: dict[str, float]) -> dict[str, int]:
+        return {name: PROFILE_STEPS + 2 for name in self.names}
+
+    def order(self, round_index: int) -> list[str]:
+        return list(self.names)
+
+    def add(self, round_index: int, seconds: dict[str, float]) -> str | None:
+        return "both arms profiled"
+
+    def progress(self) -> str:
+        return "profiling"

@@ -123,8 +123,9 @@ def test_a_cell_that_is_not_a_pass_gets_two_profile_jobs_and_their_section():
     slow = {j.name: j for j in jobs_for(proportional=0.10)}
     profiles, _ = PROBE.plan(cfg, slow)
     assert [j.name for j in profiles] == ["d32-baseline-profile", "d32-wrapper-profile"]
-    assert profiles[1].overrides["observe.call_profile"] == 100 and "trainer" not in profiles[1].overrides
-    assert PROBE.schedule(cfg, profiles) is None            # run one after the other, not in turns
+    assert profiles[1].overrides["observe.call_profile"] == 50 and "trainer" not in profiles[1].overrides
+    schedule = PROBE.schedule(cfg, profiles)                 # one block each, one after the other
+    assert schedule.block_steps({}) == {j.name: 52 for j in profiles} and schedule.add(0, {}) is not None
     row = {"file": "fakewrap/loop.py", "line": 1, "function": "advance", "calls": 100, "own_s": 0.05,
            "cumulative_s": 0.05}
     for job_, extra in ((profiles[0], []), (profiles[1], [row])):
