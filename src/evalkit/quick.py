@@ -130,12 +130,13 @@ def argument_problem(seeds: int, scenario: str) -> str | None:
 
 
 # Wall time on a 2-core machine like the one evalkit is developed on; an estimate, not a promise: the sweep's own
-# progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-03 (15 min 9 s, workers
-# forked from warm servers, issue 30): each sweep's seconds per job (a probe's measuring included), the time between
-# one sweep's end and the next one's first job (a new `evalkit` process: its imports, Hydra) and the verdict.
-TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 3.6, 14.0, 50.0
-PROBE_JOB_S = {"semantics": 1.9, "performance": 7.1, "consistency": 2.4, "functional": 2.2, "stability": 1.4,
-               "customization": 6.1, "maintenance": 8.1}
+# progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-03 21:00 (11 min 28 s,
+# workers forked from warm servers, the performance probe's jobs taking turns; issues 30, 31): each sweep's seconds
+# per job (a probe's measuring included), what the sweeps' own totals leave out of the whole (each sweep's start: a
+# new `evalkit` process, its imports, Hydra) and the verdict.
+TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 3.1, 4.0, 25.0
+PROBE_JOB_S = {"semantics": 1.1, "performance": 5.5, "consistency": 2.2, "functional": 1.5, "stability": 1.1,
+               "customization": 5.7, "maintenance": 7.8}
 OTHER_PROBE_JOB_S = 3.0     # a probe registered outside the bundled ones
 
 

@@ -40,13 +40,13 @@ def test_progress_counts_failures_and_estimates_the_time_left():
 def test_the_quick_evaluation_states_its_plan():
     # per probe its own seconds per job, each sweep its start (a new evalkit process), measured (quick.py)
     assert plan_text(12, {"semantics": (10, 40), "performance": (5, 30)}) == (
-        "12 training jobs (~57 s), semantics 10 runs / 40 jobs (~90 s), performance 5 runs / 30 jobs (~4 min), "
-        "then the verdict: about 7 min in all")
-    assert plan_text(6, {}) == "6 training jobs (~36 s), then the verdict: about 86 s in all"
-    # the quick evaluation of issue 30's measurement: 15 min 9 s measured
+        "12 training jobs (~41 s), semantics 10 runs / 40 jobs (~48 s), performance 5 runs / 30 jobs (~3 min), "
+        "then the verdict: about 5 min in all")
+    assert plan_text(6, {}) == "6 training jobs (~23 s), then the verdict: about 48 s in all"
+    # the quick evaluation of issue 31's measurement: 11 min 28 s measured
     assert plan_text(18, {"semantics": (10, 60), "performance": (5, 30), "consistency": (5, 20),
                           "functional": (5, 35), "stability": (5, 65), "customization": (5, 10),
-                          "maintenance": (5, 15)}).endswith("about 16 min in all")
+                          "maintenance": (5, 15)}).endswith("about 11 min in all")
 
 
 def test_each_preset_plans_every_probe_with_its_own_settings():

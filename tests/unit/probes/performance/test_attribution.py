@@ -23,7 +23,7 @@ def profile(extra_s: float = 0.0, extra_bytes: int = 0) -> dict:
 def test_the_wrappers_own_function_is_named_with_its_cost_per_step():
     time = added_time(profile(), profile(extra_s=0.08))
     assert time["functions"][0] == ("fakewrap.loops.fit_loop:advance", pytest.approx(0.8))
-    assert time["packages"] == [("fakewrap", pytest.approx(0.8))]
+    assert time["packages"] == [("fakewrap", pytest.approx(0.8))] and time["builtins"] == []
     assert dict(time["total"])["wrapper"] == pytest.approx(dict(time["total"])["baseline"] + 0.8)
 
 
@@ -43,3 +43,11 @@ def test_the_section_reads_as_a_table():
 def test_module_names():
     assert module_of("lightning/pytorch/loops/fit_loop.py") == "lightning.pytorch.loops.fit_loop"
     assert module_of("fakewrap/__init__.py") == "fakewrap" and module_of("~builtin") == "~builtin"
+
+
+def test_a_c_function_is_named_apart_from_the_python_ones():
+    slower = profile()
+    slower["functions"][1] = {**slower["functions"][1], "own_s": 0.60}     # run_backward 1 ms more per step
+    time = added_time(profile(), slower)
+    assert time["functions"] == [] and time["builtins"][0][1] == pytest.approx(1.0)
+    assert "Built-in and C functions" in section(profile(), slower, 32)
