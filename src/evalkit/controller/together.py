@@ -52,12 +52,12 @@ def run_together(jobs: list[tuple[str, DictConfig, str]], schedule: Schedule, ro
     results: dict[str, JobResult] = {}
     try:
         with StopRequest() as stop:
-            started = _launch(jobs, table, stop, results, role)
-            if len(started) == len(jobs) and not stop.signame:
+            started, culprit = _launch(jobs, table, stop, results, role)
+            if culprit is None and not stop.signame:
                 _rounds(started, table, schedule, stop)
             for name in started:
                 table.stop(name)
-            _never_started(jobs, started, results, stop, role)
+            _never_started(jobs, started, results, stop, role, culprit)
             return _conclude(started, results)
     finally:
         table.close()
@@ -65,15 +65,17 @@ def run_together(jobs: list[tuple[str, DictConfig, str]], schedule: Schedule, ro
             claim.release()
 
 
-def _launch(jobs, table: TurnTable, stop: StopRequest, results: dict[str, JobResult], role: str) -> dict:
+def _launch(jobs, table: TurnTable, stop: StopRequest, results: dict[str, JobResult],
+            role: str) -> tuple[dict, str | None]:
     """Start the jobs a few at a time (as many as there are usable CPUs: each start-up has a core to itself), each
-    group once the previous one waits at the table; those started, by name, with their shippers. A job that cannot
-    start or dies before its warm-up's end stops the launching."""
+    group once the previous one waits at the table. Returns those started, by name, with their shippers, and the
+    job that stopped the launching (it could not start, or died or hung before its warm-up's end), else None. The
+    workers of a group that did not reach the table are stopped; those that did are told to stop by the caller."""
     started: dict[str, tuple[Controller, object]] = {}
     at_once = max(1, usable_cpus())
     for first in range(0, len(jobs), at_once):
-        starting = {}
-        for name, cfg, run_dir in jobs[first:first + at_once]:
+        group = []
+        for name, cfg, run_dir in jobs[first:first + at_once]:      # every run recorded, checked before a launch
             if cfg.distributed.nnodes > 1:
                 raise ValueError("jobs that take turns run on one node (distributed.nnodes=1)")
             cfg.hardware.threads = worker_threads(cfg)
@@ -83,31 +85,34 @@ def _launch(jobs, table: TurnTable, stop: StopRequest, results: dict[str, JobRes
             if reason or stop.signame:
                 results[name] = ctl.fail(reason) if reason else ctl.fail(f"interrupted by {stop.signame} before "
                                                                          "training started", status="KILLED")
-                return started
+                return started, name
+            group.append((name, ctl))
+        for name, ctl in group:
             ctl.extra_spec = table.spec(name)
             started[name] = (ctl, ctl.launch())
-            starting[name] = (cfg.distributed.world_size, lambda c=ctl: c.workers.poll() is None)
         try:
-            table.wait_ready(starting, READY_TIMEOUT_S)
+            table.wait_ready({name: (ctl.cfg.distributed.world_size, lambda c=ctl: c.workers.poll() is None)
+                              for name, ctl in group}, READY_TIMEOUT_S)
         except (JobLeft, TimeoutError) as exc:
-            print(f"[evalkit] the jobs taking turns stop: {getattr(exc, 'job', None) or ''} did not reach its "
-                  f"turns ({exc})", file=sys.stderr, flush=True)
-            if isinstance(exc, TimeoutError):
-                for name in starting:
-                    started[name][0].workers.stop()
-            return started
-    return started
+            culprit = getattr(exc, "job", None) or str(exc).split(":", 1)[0]
+            print(f"[evalkit] the jobs taking turns stop: {culprit} did not reach its turns ({exc})",
+                  file=sys.stderr, flush=True)
+            for name, ctl in group:     # a job that closed its connection is ending by itself: its error stays
+                if name not in table.ready and not (isinstance(exc, JobLeft) and name == culprit):
+                    ctl.workers.stop()
+            return started, culprit
+    return started, None
 
 
-def _never_started(jobs, started: dict, results: dict[str, JobResult], stop: StopRequest, role: str) -> None:
-    """Record the jobs the launching never reached (an earlier one could not start), FAILED with that reason."""
-    first = next((name for name, _, _ in jobs if name not in started or name in results), None)
+def _never_started(jobs, started: dict, results: dict[str, JobResult], stop: StopRequest, role: str,
+                   culprit: str | None) -> None:
+    """Record the jobs the launching never reached, FAILED, naming the job that stopped it."""
     for name, cfg, run_dir in jobs:
         if name in started or name in results:
             continue
         ctl = Controller(cfg, run_dir, stop=stop, role=role)
         ctl.start_run()
-        results[name] = ctl.fail(f"not run: the jobs taking turns stopped before it started, at {first}")
+        results[name] = ctl.fail(f"not run: the jobs taking turns stopped before it started, at {culprit}")
 
 
 def _rounds(started: dict, table: TurnTable, schedule: Schedule, stop: StopRequest) -> None:

@@ -235,11 +235,11 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
 def effective_config(adapter: Adapter, window_done: bool) -> dict[str, Any]:
     """The adapter's effective config; after a fit the turn table ended (`window_done`), what it can still say (a
     wrapper stopped mid-fit may not have it all), else the reason it cannot."""
-    if not window_done:
-        return adapter.effective_config()
     try:
         return adapter.effective_config()
     except Exception as exc:  # noqa: BLE001 - a timed job's measurement does not depend on it
+        if not window_done:
+            raise
         return {"unavailable": f"the fit was ended by the turn table: {type(exc).__name__}: {exc}"[:300]}
 
 

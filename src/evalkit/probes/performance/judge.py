@@ -21,7 +21,6 @@ from the jobs' resolved configs.
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +39,7 @@ from evalkit.probes.performance.blocks import (
     rounds_needed,
 )
 from evalkit.probes.performance.plan import BASELINE, PROFILE, WRAPPER, parse_name
-from evalkit.probes.performance.report import sections
+from evalkit.probes.performance.report import sections, startup_medians
 
 MIB = 2**20
 MEMORY_NOISE_MIB = 2.5      # copies with the baseline's memory differed by up to 2.2 MiB over 120 pairs (issue 31)
@@ -252,14 +251,3 @@ def _figures(est: Estimate, arms: list[ArmJob]) -> dict[str, float]:
         for m, seconds in milestones.items():
             figures[f"startup/{m}_s/{arm}"] = seconds
     return figures
-
-
-def startup_medians(arms: list[ArmJob]) -> dict[str, dict[str, float]]:
-    """arm -> milestone -> median seconds since the process started (each job started while no other ran)."""
-    out: dict[str, dict[str, float]] = {}
-    for arm in (BASELINE, WRAPPER):
-        for m in MILESTONES:
-            values = [a.startup[m] for a in arms if a.arm == arm and m in a.startup]
-            if values:
-                out.setdefault(arm, {})[m] = statistics.median(values)
-    return out

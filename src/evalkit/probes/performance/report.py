@@ -43,9 +43,19 @@ def fit_text(est: Estimate, budget: float) -> str:
             f"{est.rounds} rounds; the level every look of the run used); budget {100 * budget:g}%.")
 
 
-def startup_table(arms: list["ArmJob"]) -> str:
-    from evalkit.probes.performance.judge import startup_medians
+def startup_medians(arms: list["ArmJob"]) -> dict[str, dict[str, float]]:
+    """arm -> milestone -> median seconds since the process started (the jobs start two at a time, each on a core
+    of its own)."""
+    out: dict[str, dict[str, float]] = {}
+    for arm in (BASELINE, WRAPPER):
+        for m in STARTUP_MILESTONES:
+            values = [a.startup[m] for a in arms if a.arm == arm and m in a.startup]
+            if values:
+                out.setdefault(arm, {})[m] = statistics.median(values)
+    return out
 
+
+def startup_table(arms: list["ArmJob"]) -> str:
     startup = startup_medians(arms)
     head = " | ".join(f"{m.replace('_', ' ')} s" for m in STARTUP_MILESTONES)
     rows = [f"| arm | {head} | import footprint MiB |", "|---" * (len(STARTUP_MILESTONES) + 2) + "|"]
@@ -67,7 +77,7 @@ def sections(est: Estimate | None, arms: list["ArmJob"], budget: float, memory: 
         out.append("## Per-step cost, extrapolated\n\n" + fit_text(est, budget))
     if memory is not None:
         out.append("## Training memory\n\n" + memory.note[0].upper() + memory.note[1:] + ".")
-    out.append("## Start-up (median seconds since the process started; each job started while no other ran) "
-               "and import footprint\n\n" + startup_table(arms))
+    out.append("## Start-up (median seconds since the process started; the jobs start two at a time, each on a core "
+               "of its own) and import footprint\n\n" + startup_table(arms))
     out.append("## Jobs\n\n" + jobs)
     return out

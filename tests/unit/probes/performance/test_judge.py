@@ -134,3 +134,12 @@ def test_a_cell_that_is_not_a_pass_gets_two_profile_jobs_and_their_section():
     assert PROBE.plan(cfg, slow) == ([], [])
     result = perf.judge(list(slow.values()))
     assert result.status == "fail" and "`fakewrap.loop:advance` | +0.500" in result.sections[-1]
+
+
+def test_a_failed_job_gets_no_profile_jobs():
+    from evalkit.probes.performance.probe import PROBE
+
+    cfg = OmegaConf.create({"probe": {"performance": {"depths": [2, 8, 32], "hidden": 256}},
+                            "observe": {"warmup_steps": 5}, "hardware": {"threads": 0, "device": "cpu"}})
+    done = {j.name: j for j in jobs_for(**{"d2-wrapper": {"status": "FAILED", "reason": "RuntimeError: boom"}})}
+    assert PROBE.plan(cfg, done) == ([], [])
