@@ -57,6 +57,14 @@ def job_runs(workdir, experiment: str = "evalkit"):
     return client, runs
 
 
+def job_summary(client, run) -> dict:
+    """A job's `evalkit/summary_rank0.json` (rank 0's start-up milestones, threads, import footprint, ...)."""
+    import json
+
+    with open(client.download_artifacts(run.info.run_id, "evalkit/summary_rank0.json")) as fh:
+        return json.load(fh)
+
+
 def probe_result(workdir, dimension: str):
     """The store's one probe run and its `probe/<dimension>.json`: (client, run, result)."""
     import json
@@ -608,7 +616,7 @@ def judged_recording(dim: str, name: str, folder: Path | None = None) -> dict:
     result as `probe/<dim>.json` holds it."""
     import json
 
-    from evalkit.probes.registry import load_probe
+    from evalkit.probes.catalog import load_probe
 
     jobs, measured = recording(dim, name, folder)
     if dim == "stability":    # its probe object keeps the limits of the last config it planned: the defaults here

@@ -133,6 +133,29 @@ def main() -> None:
         sys.exit(1)
 
 
+def run_sweep(overrides: list[str], program: str = "evalkit") -> int:
+    """`evalkit -m <overrides>` in this process; its exit code (an interrupt's: 128 + the signal's number).
+
+    The process stays ready for the next sweep, so a caller that runs several one after another (the quick
+    evaluation's training sweep and its seven probe sweeps, issue 30) pays evalkit's start once, and the warm
+    worker servers one sweep started (controller/warm.py) serve the next. Each sweep gets its own sweep directory
+    and counts its own failures; the servers hold imports only, never a job's state (each job is a fresh fork)."""
+    from evalkit.controller.rundir import new_process_uid
+    from evalkit.controller.sweep import forget_ended
+
+    argv, sys.argv = sys.argv, [program, "-m", *overrides]
+    _failures.clear()
+    forget_ended()
+    new_process_uid()
+    try:
+        main()
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    finally:
+        sys.argv = argv
+
+
 def _hydra_raised(exc: Exception, full_trace: bool) -> NoReturn:
     """A bad override (exit 2) or a launcher's failure in one line, anything else with its stack trace (exit 1);
     a sweep that had started ends FAILED."""

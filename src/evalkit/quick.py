@@ -15,17 +15,21 @@ preset says otherwise), one multirun per probe under the same sweep id; the verd
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 from evalkit import names
+from evalkit.cli import run_sweep
 from evalkit.controller.progress import say, time_left
 from evalkit.controller.tracking import display_uri, resolve_uri
+from evalkit.controller.warm import close_all
 from evalkit.hydra_errors import one_line, sweep_jobs
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
+from evalkit.probes.registry import probe_names
 from evalkit.trainers import installed_trainers
 
 
@@ -86,32 +90,53 @@ def main(argv: list[str] | None = None) -> int:
     say(progress, f"evalkit-eval: {preset.name}: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds x "
                   f"{', '.join(preset.tasks)}), sweep {sweep}, store {display_uri(uri)}")
     say(progress, f"evalkit-eval: plan: {plan_text(jobs, probe_jobs(preset, probes, len(wrappers)))}")
-    command = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "-m",
-               *sweep_overrides(preset, trainers, range(args.seeds), args.overrides), *quiet_hydra]
-    started = time.monotonic()
-    train = subprocess.run(command, env={**os.environ, names.SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
-    if train.returncode and not jobs_recorded(uri, sweep):
-        print(f"evalkit-eval: the training sweep failed before any job was recorded (exit code {train.returncode}, "
-              "see above): nothing to judge", file=sys.stderr)
-        return train.returncode
-    say(progress, f"evalkit-eval: training done in {time.monotonic() - started:.0f} s"
-                  f"{'' if train.returncode == 0 else ' (some jobs failed: see the functional column)'}")
-    probed = 0
-    for probe in probes if wrappers else []:
-        started, plan = time.monotonic(), plan_for(preset, probe)
-        say(progress, f"evalkit-eval: probe {probe} for {', '.join(wrappers)} in {' and '.join(plan.modes)} mode")
-        probe_run = subprocess.run([command[0], "-m", *probe_overrides(probe, plan, wrappers, args.overrides),
-                                    *quiet_hydra],
-                                   env={**os.environ, names.SWEEP_NAME_ENV: sweep, "MLFLOW_TRACKING_URI": uri})
-        probed = probed or probe_run.returncode
-        say(progress, f"evalkit-eval: probe {probe} done in {time.monotonic() - started:.0f} s"
-                      f"{'' if probe_run.returncode == 0 else ' (some probes could not run: see above)'}")
+    # Every sweep runs in this process, one after another (evalkit.cli.run_sweep): evalkit's start is paid once and
+    # the warm worker servers of the training sweep serve every probe's (each job still a fresh fork).
+    with sweep_environment(sweep, uri):
+        started = time.monotonic()
+        train = run_sweep([*sweep_overrides(preset, trainers, range(args.seeds), args.overrides), *quiet_hydra])
+        if train >= INTERRUPTED:
+            return train
+        if train and not jobs_recorded(uri, sweep):
+            print(f"evalkit-eval: the training sweep failed before any job was recorded (exit code {train}, "
+                  "see above): nothing to judge", file=sys.stderr)
+            return train
+        say(progress, f"evalkit-eval: training done in {time.monotonic() - started:.0f} s"
+                      f"{'' if train == 0 else ' (some jobs failed: see the functional column)'}")
+        probed = 0
+        for probe in probes if wrappers else []:
+            started, plan = time.monotonic(), plan_for(preset, probe)
+            say(progress, f"evalkit-eval: probe {probe} for {', '.join(wrappers)} in {' and '.join(plan.modes)} mode")
+            code = run_sweep([*probe_overrides(probe, plan, wrappers, args.overrides), *quiet_hydra])
+            if code >= INTERRUPTED:
+                return code
+            probed = probed or code
+            say(progress, f"evalkit-eval: probe {probe} done in {time.monotonic() - started:.0f} s"
+                          f"{'' if code == 0 else ' (some probes could not run: see above)'}")
     say(progress, "evalkit-eval: judging...")
 
     from evalkit.verdict.cli import main as verdict
 
     code = verdict(["--tracking-uri", uri, "--sweep-id", sweep, "--out", args.out, "--scenario", args.scenario])
-    return code or (1 if train.returncode or probed else 0)
+    return code or (1 if train or probed else 0)
+
+
+@contextlib.contextmanager
+def sweep_environment(sweep: str, uri: str) -> Iterator[None]:
+    """The sweep id and the store for the sweeps run inside, then the environment as it was and the warm worker
+    servers closed (their memory back before the verdict)."""
+    keys = (names.SWEEP_NAME_ENV, "MLFLOW_TRACKING_URI")
+    saved = {key: os.environ.get(key) for key in keys}
+    os.environ.update(zip(keys, (sweep, uri)))
+    try:
+        yield
+    finally:
+        close_all()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def argument_problem(seeds: int, scenario: str) -> str | None:
@@ -134,10 +159,11 @@ def argument_problem(seeds: int, scenario: str) -> str | None:
 # workers forked from warm servers, the performance probe's jobs taking turns; issues 30, 31): each sweep's seconds
 # per job (a probe's measuring included), what the sweeps' own totals leave out of the whole (each sweep's start: a
 # new `evalkit` process, its imports, Hydra) and the verdict.
+INTERRUPTED = 128     # an exit code from here up: the sweep was stopped by a signal (Ctrl-C), nothing more runs
 TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 3.1, 4.0, 25.0
 PROBE_JOB_S = {"semantics": 1.1, "performance": 5.5, "consistency": 2.2, "functional": 1.5, "stability": 1.1,
                "customization": 5.7, "maintenance": 7.8}
-OTHER_PROBE_JOB_S = 3.0     # a probe registered outside the bundled ones
+OTHER_PROBE_JOB_S = 3.0     # a probe not measured here (a new one)
 
 
 def probe_jobs(preset: Preset, probes: list[str], wrappers: int) -> dict[str, tuple[int, int]]:
@@ -164,16 +190,12 @@ def plan_text(train_jobs: int, probes: dict[str, tuple[int, int]]) -> str:
 
 
 def selected_probes(option: str) -> list[str]:
-    from evalkit.probes.registry import probe_names
-
     if option == "all":
         return list(probe_names())
     return [] if option == "none" else option.split(",")
 
 
 def probes_problem(option: str) -> str | None:
-    from evalkit.probes.registry import probe_names
-
     unknown = [p for p in selected_probes(option) if p not in probe_names()]
     if unknown:
         return (f"--probes {option}: {', '.join(unknown)} is not a probe; "

@@ -5,17 +5,11 @@ never sees what an earlier one left in its process; threads and the import footp
 interpreter's are."""
 from __future__ import annotations
 
-import json
 import os
 
-from helpers import PLANTED, job_runs, run_evalkit
+from helpers import PLANTED, job_runs, job_summary, run_evalkit
 
 SMALL = ["task.n_train=256", "task.n_val=64", "train.max_steps=12", "train.val_every=0"]
-
-
-def summary(client, run) -> dict:
-    with open(client.download_artifacts(run.info.run_id, "evalkit/summary_rank0.json")) as fh:
-        return json.load(fh)
 
 
 def test_a_killed_job_leaves_the_server_and_the_next_job_intact_and_no_state_carries_over(workdir):
@@ -43,7 +37,7 @@ def test_warm_and_fresh_workers_record_the_same_threads_and_import_footprint(wor
     done = run_evalkit(workdir, "trainer=baseline", "hardware.worker_start=warm", *SMALL, "seed=0,1", multirun=True)
     assert done.returncode == 0, done.stderr[-3000:]
     client, runs = job_runs(workdir)
-    fresh, _, warm = (summary(client, r) for r in runs if "seed" in r.data.params)
+    fresh, _, warm = (job_summary(client, r) for r in runs if "seed" in r.data.params)
     assert warm["threads_at_end"] == fresh["threads_at_end"]
     # the footprint of torch and evalkit's modules, measured the same way (VmRSS after the imports)
     assert 0.75 < warm["import_rss_bytes"] / fresh["import_rss_bytes"] < 1.33

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import subprocess
 import sys
 import typing
 
@@ -257,7 +256,7 @@ def test_eval_stops_when_the_sweep_fails_before_any_job_is_recorded(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("EVALKIT_DEFAULT_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    monkeypatch.setattr(quick.subprocess, "run", lambda command, env: subprocess.CompletedProcess(command, 1))
+    monkeypatch.setattr(quick, "run_sweep", lambda overrides: 1)
     assert quick.main(["--trainers", "baseline", "--seeds", "1"]) == 1
     err = capsys.readouterr().err
     assert "evalkit-eval: the training sweep failed before any job was recorded (exit code 1" in err

@@ -30,6 +30,14 @@ def process_uid() -> str:
     return _UID
 
 
+def new_process_uid() -> str:
+    """A fresh `process_uid()`: a process that runs several sweeps one after another (`evalkit.cli.run_sweep`)
+    takes a new one per sweep, so no two of its sweeps can share a sweep directory."""
+    global _UID
+    _UID = uuid.uuid4().hex[:6]
+    return _UID
+
+
 class RunDirBusy(RuntimeError):
     """Another live evalkit job holds the run directory (the message names it and the fix)."""
 

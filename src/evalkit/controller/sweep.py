@@ -49,6 +49,13 @@ def sweeps_not_ended() -> list[str]:
     return list(_not_ended)
 
 
+def forget_ended() -> None:
+    """Start counting afresh: a process that runs several sweeps one after another (`evalkit.cli.run_sweep`)
+    reports each sweep's failures on their own."""
+    for state in (_active, _ended, _not_ended, _waiting):
+        state.clear()
+
+
 def append_line(path: str, line: str) -> None:
     """One line appended in one write (O_APPEND): lines of parallel processes never interleave."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

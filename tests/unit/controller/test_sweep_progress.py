@@ -68,14 +68,11 @@ def test_each_preset_plans_every_probe_with_its_own_settings():
 
 
 def test_evalkit_eval_quiet_hands_quiet_to_every_sweep_and_prints_no_progress(monkeypatch, capsys):
-    import subprocess
-
     from evalkit import quick
     from evalkit.verdict import cli as verdict_cli
 
     commands = []
-    monkeypatch.setattr(quick.subprocess, "run", lambda cmd, **kw: commands.append(cmd) or
-                        subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(quick, "run_sweep", lambda overrides: commands.append(overrides) or 0)
     monkeypatch.setattr(verdict_cli, "main", lambda argv: 0)
     assert quick.main(["--quiet", "--trainers", "baseline", "--seeds", "1", "--probes", "none"]) == 0
     (sweep,) = commands
