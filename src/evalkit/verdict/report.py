@@ -14,9 +14,11 @@ from evalkit import names
 from evalkit.analysis import finite
 from evalkit.analysis.compare import EQUIVALENCE, NONFINITE, RELATIVE, Comparison
 from evalkit.analysis.records import RunRecord, probe_runs
+from evalkit.verdict import ranking
 from evalkit.verdict.build import Verdict, row_label
 from evalkit.verdict.dimensions import DIMENSIONS, amount, level_text, margin_text, spread_text
 from evalkit.verdict.figure import Plot
+from evalkit.verdict.glance import INTRO, QUICK_START, glance
 from evalkit.verdict.probe_plots import SEMANTICS, semantic_probe_runs
 from evalkit.verdict.table import arm_cells, dimension_cells, fail_reasons
 
@@ -58,8 +60,7 @@ class Block:
 def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
     """The report, its first screen answering which wrapper, which dimension and why: the verdict at a glance,
     then the table under one heading per task and caliber."""
-    out = [Block("h2", "At a glance"), Block("list", rows=[[line] for line in glance(verdict)] or [["no arms"]])]
-    out += [Block("h2", "Per-dimension verdict")]
+    out = [Block("h2", "At a glance")] + glance_blocks(verdict) + [Block("h2", "Per-dimension verdict")]
     for (task, caliber), rows in groupby(verdict.rows, key=lambda r: (r.key.task, r.key.caliber)):
         rows = list(rows)
         base = rows[0].baseline
@@ -80,25 +81,12 @@ def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
     return out
 
 
-def glance(verdict: Verdict) -> list[str]:
-    """One line per wrapper arm: what failed and the first reason, what passed, what was not judged."""
-    lines = []
-    for row in verdict.rows:
-        by_status: dict[str, list[str]] = {}
-        for dim in DIMENSIONS:
-            by_status.setdefault(row.dimensions[dim].status, []).append(dim)
-        parts = []
-        for dim in by_status.get("fail", []):
-            result = row.dimensions[dim]
-            parts.append(f"fails {dim} ({(result.reasons or [result.figure])[0]})")
-        if by_status.get("pass"):
-            parts.append(f"passes {', '.join(by_status['pass'])}")
-        if by_status.get("inconclusive"):
-            parts.append(f"inconclusive on {', '.join(by_status['inconclusive'])}")
-        if by_status.get("not run"):
-            parts.append(f"not run: {', '.join(by_status['not run'])}")
-        lines.append(f"{row.key.label} on {row.key.task}: " + "; ".join(parts))
-    return lines
+def glance_blocks(verdict: Verdict) -> list[Block]:
+    """The first screen: a line on how to read it, then per wrapper its paragraph with its quick start beside it."""
+    entries = glance(verdict)
+    if not entries:
+        return [Block("text", "No wrapper arm to judge (only baseline runs found).")]
+    return [Block("text", INTRO)] + [Block("glance", e.title, rows=[[e.paragraph, e.quick_start]]) for e in entries]
 
 
 _WARNING = re.compile(r"^(?P<arm>.+?) @ (?P<task>\S+) \[(?P<caliber>[^\]]*)\]: (?P<message>.*)$", re.S)
@@ -254,11 +242,14 @@ def _ranking(verdict: Verdict) -> list[Block]:
     weights = verdict.options.scenarios[name]
     note = (f"Scenario **{name}** (weights " + ", ".join(f"{d} {weights[d]:g}" for d in DIMENSIONS)
             + "). Shown beside the table, never instead of it; dimensions not run are left out of the score "
-            "and coverage is the share of the weight that was measured.")
-    rows = [[str(i + 1), s.label, f"{s.score:.2f}", f"{100 * s.coverage:.0f}%", ", ".join(s.fails) or "-"]
-            for i, s in enumerate(verdict.standings)]
-    return [Block("h2", "Overall ranking"), Block("text", note),
-            Block("table", headers=["#", "arm", "score", "coverage", "fails"], rows=rows)]
+            "and coverage is the share of the weight that was measured. " + ranking.NOTE)
+    found = ranking.groups(verdict)
+    quick = ranking.with_quick_start(found)
+    headers = ranking.HEADERS + ([ranking.QUICK_START_HEADER] if quick else [])
+    out = [Block("h2", "Overall ranking"), Block("text", note)]
+    for group in found:
+        out += [Block("h3", group.title), Block("table", headers=headers, rows=ranking.table_rows(group, quick))]
+    return out
 
 
 def _num(x, fmt="{:.3g}") -> str:
@@ -310,6 +301,9 @@ def render_markdown(title: str | None, parts: list[Block], plot_dir: str = "plot
             lines += [f"*{b.text}*", ""]
         elif b.kind == "list":
             lines += [f"- {r[0]}" for r in b.rows] + [""]
+        elif b.kind == "glance":
+            paragraph, quick = b.rows[0]
+            lines += [f"### {b.text}", "", paragraph, ""] + ([f"> *{QUICK_START}:* {quick}", ""] if quick else [])
         elif b.kind == "plot":
             lines += [f"![{b.plot.title}]({plot_dir}/{b.plot.name})", ""]
         elif b.kind == "table":
@@ -326,7 +320,17 @@ CSS = ("body{font-family:system-ui,sans-serif;margin:1em 2em;max-width:1400px}"
        "@media (max-width:700px){body{margin:.5em}td,th{font-size:12px}}"
        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
        "th{background:#f0f0f0}.pass{background:#e3f6e3}.fail{background:#fbe0e0}"
-       ".inconclusive{background:#fff4d6}.not-run{color:#888}img{max-width:100%}")
+       ".inconclusive{background:#fff4d6}.not-run{color:#888}img{max-width:100%}"
+       "section.wrapper{margin:.2em 0 1em}.pair{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);"
+       "gap:1.5em;align-items:start}.pair p{margin:0;line-height:1.45}p.aligned{max-width:80ch}"
+       "p.quick{background:#f5f5f5;border-left:3px solid #bbb;padding:.4em .8em;font-size:14px}"
+       "@media (max-width:900px){.pair{grid-template-columns:minmax(0,1fr);gap:.6em}}")
+
+
+def _inline(text: str) -> str:
+    """Escaped text with markdown's **bold** and `code` as HTML."""
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text))
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
 
 
 def _cell(text: str) -> str:
@@ -341,7 +345,12 @@ def render_html(title: str, parts: list[Block]) -> str:
         if b.kind in ("h2", "h3"):
             body.append(f"<{b.kind}>{html.escape(b.text)}</{b.kind}>")
         elif b.kind == "text":
-            body.append(f"<p>{html.escape(b.text).replace('**', '')}</p>")
+            body.append(f"<p>{_inline(b.text)}</p>")
+        elif b.kind == "glance":
+            paragraph, quick = b.rows[0]
+            aside = f'<p class="quick"><strong>{QUICK_START}:</strong> {_inline(quick)}</p>' if quick else ""
+            body.append(f'<section class="wrapper"><h3>{html.escape(b.text)}</h3><div class="pair">'
+                        f'<p class="aligned">{_inline(paragraph)}</p>{aside}</div></section>')
         elif b.kind == "caption":
             body.append(f'<p class="caption">{html.escape(b.text)}</p>')
         elif b.kind == "list":

@@ -73,9 +73,11 @@ class Standing:
     score: float       # weighted mean of pass=1, inconclusive=0.5, fail=0 over dimensions run
     coverage: float    # share of the scenario's weight carried by dimensions that were run
     fails: tuple[str, ...]
+    judged: tuple[str, ...] = ()   # the weighted dimensions the score is over (only arms alike are ranked together)
 
     def as_dict(self) -> dict:
-        return {"label": self.label, "score": self.score, "coverage": self.coverage, "fails": list(self.fails)}
+        return {"label": self.label, "score": self.score, "coverage": self.coverage, "fails": list(self.fails),
+                "judged": list(self.judged)}
 
 
 def standing(label: str, statuses: dict[str, str], weights: dict[str, float]) -> Standing:
@@ -84,7 +86,7 @@ def standing(label: str, statuses: dict[str, str], weights: dict[str, float]) ->
     measured = sum(weights[d] for d in run)
     score = sum(weights[d] * STATUS_SCORE.get(s, 0.5) for d, s in run.items()) / measured if measured else 0.0
     fails = tuple(d for d, s in statuses.items() if s == FAIL)
-    return Standing(label, score, measured / total if total else 0.0, fails)
+    return Standing(label, score, measured / total if total else 0.0, fails, tuple(d for d in DIMENSIONS if d in run))
 
 
 def rank(entries: dict[str, dict[str, str]], weights: dict[str, float]) -> list[Standing]:

@@ -5,6 +5,7 @@ from dataclasses import asdict
 
 from evalkit.analysis.compare import Comparison
 from evalkit.strict_json import finite_only
+from evalkit.verdict import ranking
 from evalkit.verdict.build import Row, Verdict, row_label
 from evalkit.verdict.table import fail_reasons
 
@@ -46,7 +47,11 @@ def verdict_dict(verdict: Verdict, inputs: dict | None = None) -> dict:
         "options": options,
         "rows": [row_dict(r) for r in verdict.rows],
         "ranking": {"scenario": verdict.options.scenario,
-                    "standings": [s.as_dict() for s in verdict.standings]},
+                    "standings": [s.as_dict() for s in verdict.standings],
+                    "groups": [{"judged": list(g.judged), "ranked": [s.label for s in g.standings],
+                                "beside": {label: [row_label(r.key) for r in rows]
+                                           for label, rows in g.beside.items() if rows}}
+                               for g in ranking.groups(verdict)]},
         "fail_reasons": fail_reasons(verdict),
         "warnings": list(verdict.warnings),
         "arms": [{"arm": k._asdict(), "runs": len(a.jobs), "finished": len(a.finished),

@@ -1,10 +1,13 @@
-"""The verdict as text: the per-dimension table, the scenario ranking beside it, fail reasons, warnings."""
+"""The verdict as text: the first screen in plain words, the per-dimension table, the scenario ranking beside it,
+fail reasons, warnings."""
 from __future__ import annotations
 
 from itertools import groupby
 
+from evalkit.verdict import ranking
 from evalkit.verdict.build import Row, Verdict, row_label
 from evalkit.verdict.dimensions import DIMENSIONS, FAIL
+from evalkit.verdict.glance import glance_text
 
 ARM_HEADERS = ["wrapper", "mode", "runs"]
 
@@ -40,14 +43,16 @@ def terminal_table(verdict: Verdict) -> str:
 
 
 def ranking_table(verdict: Verdict) -> str:
+    """The scenario ranking, one table per set of dimensions judged (ranking.py), quick starts beside."""
     name = verdict.options.scenario
     weights = verdict.options.scenarios[name]
     header = (f"Overall ranking, scenario '{name}' (weights: "
               + ", ".join(f"{d} {weights[d]:g}" for d in DIMENSIONS)
-              + "); dimensions not run are left out of the score")
-    rows = [[str(i + 1), s.label, f"{s.score:.2f}", f"{100 * s.coverage:.0f}%", ", ".join(s.fails) or "-"]
-            for i, s in enumerate(verdict.standings)]
-    return header + "\n" + grid(["#", "arm", "score", "coverage", "fails"], rows)
+              + "); dimensions not run are left out of the score.\n" + ranking.NOTE)
+    found = ranking.groups(verdict)
+    quick = ranking.with_quick_start(found)
+    headers = ranking.HEADERS + ([ranking.QUICK_START_HEADER] if quick else [])
+    return "\n\n".join([header] + [f"{g.title}\n" + grid(headers, ranking.table_rows(g, quick)) for g in found])
 
 
 def fail_reasons(verdict: Verdict) -> list[str]:
@@ -63,7 +68,9 @@ def fail_reasons(verdict: Verdict) -> list[str]:
 
 
 def terminal_report(verdict: Verdict) -> str:
-    parts = [terminal_table(verdict), ranking_table(verdict) if verdict.rows else ""]
+    """The first screen in plain words, then the table, the ranking, every fail's reason and the warnings."""
+    parts = [glance_text(verdict) if verdict.rows else "", terminal_table(verdict),
+             ranking_table(verdict) if verdict.rows else ""]
     reasons = fail_reasons(verdict)
     parts.append("Reasons for every fail:\n" + "\n".join(f"  - {r}" for r in reasons) if reasons
                  else "No dimension failed.")

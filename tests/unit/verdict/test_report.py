@@ -122,10 +122,11 @@ def test_the_report_opens_with_the_verdict_at_a_glance_and_groups_rows_and_warni
     md = render_report(verdict_for(*plans), {"experiment": "evalkit"}, with_plots=False).markdown
     sections = md.split("\n## ")
     assert sections[1].startswith("At a glance") and sections[2].startswith("Per-dimension verdict")
-    glance = sections[1].splitlines()
-    assert any(line.startswith("- slow/aligned on mlp_regression: fails performance (throughput ratio 0.50x")
-               for line in glance), glance
-    assert any(line.startswith("- orphan/aligned on mlp_regression: ") and "not run: " in line for line in glance)
+    glance = sections[1].split("\n### ")
+    slow = next(e for e in glance if e.startswith("slow\n"))
+    assert re.search(r"throughput 0\.\d\dx your loop's .*outside the >= 0\.90x budget", slow), slow
+    orphan = next(e for e in glance if e.startswith("orphan\n"))
+    assert "Not judged: " in orphan and "consistency and performance (no baseline at this caliber)" in orphan
     table = sections[2]
     assert f"### mlp_regression · caliber {DEFAULT_CALIBER} · baseline baseline/aligned" in table
     assert "### mlp_regression · caliber hw=cuda|bs=32 · baseline none" in table
