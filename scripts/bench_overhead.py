@@ -35,6 +35,7 @@ from hydra import compose, initialize_config_module  # noqa: E402
 from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: E402
 
 from adapters.baseline import BaselineAdapter  # noqa: E402
+from evalkit import names  # noqa: E402
 from evalkit.config import register_configs  # noqa: E402
 from evalkit.controller.job import caliber  # noqa: E402
 from evalkit.observe.observer import Observer  # noqa: E402
@@ -154,14 +155,14 @@ def shipping_cost(points: int) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         client = MlflowClient(f"sqlite:///{tmp}/bench.db")
         exp = client.create_experiment("bench")
-        writer = Writer(os.path.join(tmp, "spool"), 0)
+        writer = Writer(os.path.join(tmp, names.SPOOL_DIR), 0)
         for step in range(1, points // per_step + 1):
             writer.add({"kind": "step", "step": step, "wall": time.time(), "dt": 0.01, "lr": [1e-3],
                         "grad_norm": 0.5, "loss": 1.0 / step, "loss_scale": None})   # no scaler: no point
         writer.close()
         shipped = client.create_run(exp).info.run_id
         t0 = time.perf_counter()
-        sent = Shipper(client, shipped, os.path.join(tmp, "spool"), 1).poll(final=True)
+        sent = Shipper(client, shipped, os.path.join(tmp, names.SPOOL_DIR), 1).poll(final=True)
         ship_s = time.perf_counter() - t0
         assert sent == points, sent
         naive = client.create_run(exp).info.run_id

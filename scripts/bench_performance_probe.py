@@ -29,6 +29,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from evalkit import names
+
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 ROOT = Path(__file__).resolve().parent.parent
 COPIES = {
@@ -56,10 +58,12 @@ def probe(workdir: str, options: dict, overrides: list[str]) -> dict:
 
     client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
     exp = client.get_experiment_by_name("evalkit").experiment_id
-    run = client.search_runs([exp], "tags.`evalkit.role` = 'probe'", order_by=["attributes.start_time DESC"])[0]
-    with open(client.download_artifacts(run.info.run_id, "probe/performance.json")) as fh:
+    run = client.search_runs([exp], f"tags.`{names.ROLE}` = '{names.ROLE_PROBE}'",
+                             order_by=["attributes.start_time DESC"])[0]
+    folder = names.PROBE_ARTIFACT_DIR
+    with open(client.download_artifacts(run.info.run_id, f"{folder}/{names.probe_result_file('performance')}")) as fh:
         result = json.load(fh)
-    with open(client.download_artifacts(run.info.run_id, "probe/performance_evidence.json")) as fh:
+    with open(client.download_artifacts(run.info.run_id, f"{folder}/{names.probe_evidence_file('performance')}")) as fh:
         turns = {job["name"]: job["summary"].get("turns") or {} for job in json.load(fh)}
     return {"result": result, "seconds": seconds, "turns": turns}
 

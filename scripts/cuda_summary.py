@@ -15,6 +15,8 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 from mlflow.tracking import MlflowClient  # noqa: E402
 
+from evalkit import names  # noqa: E402
+
 
 def job_rows(root: str) -> list[dict]:
     rows = []
@@ -24,17 +26,17 @@ def job_rows(root: str) -> list[dict]:
         for exp in client.search_experiments():
             for run in client.search_runs([exp.experiment_id], max_results=1000):
                 tags, metrics = run.data.tags, run.data.metrics
-                if tags.get("evalkit.role") != "job":
+                if tags.get(names.ROLE) != names.ROLE_JOB:
                     continue
                 rows.append({
-                    "store": db, "trainer": tags.get("evalkit.trainer"),
-                    "mode": tags.get("evalkit.mode"), "hardware": tags.get("evalkit.hardware"),
-                    "world_size": tags.get("evalkit.world_size"), "requested": tags.get("evalkit.precision"),
-                    "observed": tags.get("evalkit.observed_precision"), "status": run.info.status,
-                    "failure": tags.get("evalkit.failure_reason"),
-                    "samples_per_s": metrics.get("perf/samples_per_s"),
-                    "peak_mem_bytes": metrics.get("perf/peak_mem_bytes"),
-                    "loss_scale": metrics.get("train/loss_scale"), "last_loss": metrics.get("train/loss"),
+                    "store": db, "trainer": tags.get(names.TRAINER),
+                    "mode": tags.get(names.MODE), "hardware": tags.get(names.HARDWARE),
+                    "world_size": tags.get(names.WORLD_SIZE), "requested": tags.get(names.PRECISION),
+                    "observed": tags.get(names.OBSERVED_PRECISION), "status": run.info.status,
+                    "failure": tags.get(names.FAILURE_REASON),
+                    "samples_per_s": metrics.get(names.PERF_SAMPLES_PER_S),
+                    "peak_mem_bytes": metrics.get(names.PERF_PEAK_MEM),
+                    "loss_scale": metrics.get(names.TRAIN_LOSS_SCALE), "last_loss": metrics.get(names.TRAIN_LOSS),
                     "nvml_used_bytes": _nvml(client, run.info.run_id),
                 })
     return rows
@@ -42,7 +44,7 @@ def job_rows(root: str) -> list[dict]:
 
 def _nvml(client: MlflowClient, run_id: str):
     try:
-        path = client.download_artifacts(run_id, "evalkit/summary_rank0.json")
+        path = client.download_artifacts(run_id, f"{names.SPOOL_ARTIFACT_DIR}/{names.summary_file(0)}")
     except Exception:  # noqa: BLE001 - a failed run has no summary
         return None
     with open(path) as fh:

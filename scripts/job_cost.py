@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalkit import names
 from evalkit.controller import phases
 from evalkit.names import STARTUP_MILESTONES
 from evalkit.trainers import installed_trainers
@@ -64,7 +65,7 @@ class Sweep:
 def step_time(run_dir: Path) -> float | None:
     """The job's median step time over its timed window (the worker's summary), None when not recorded."""
     try:
-        value = json.loads((run_dir / "spool" / "summary_rank0.json").read_text()).get("step_time_median_s")
+        value = json.loads((run_dir / names.SPOOL_DIR / names.summary_file(0)).read_text()).get("step_time_median_s")
     except (OSError, ValueError):
         return None
     return None if value is None else float(value)
@@ -90,14 +91,14 @@ def job_points(run_dir: Path) -> dict[str, float]:
     if "workers_start" in points:
         points["spawn"] = points["workers_start"]
         try:
-            summary = json.loads((run_dir / "spool" / "summary_rank0.json").read_text())
+            summary = json.loads((run_dir / names.SPOOL_DIR / names.summary_file(0)).read_text())
         except (OSError, ValueError):
             summary = {}
         for m in STARTUP_MILESTONES:
             if summary.get(f"startup_{m}_s") is not None:
                 points[m] = points["spawn"] + float(summary[f"startup_{m}_s"])
     try:
-        with open(run_dir / "records" / "steps_rank0.csv") as fh:
+        with open(run_dir / names.STEPS_CSV) as fh:
             walls = [row["wall"] for row in csv.DictReader(fh) if row.get("wall")]
         if walls:
             points["last_step"] = float(walls[-1])

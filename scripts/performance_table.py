@@ -1,10 +1,9 @@
-"""The README's performance table, regenerated from a stored evaluation: one row per wrapper and mode that the
-performance probe judged (the newest probe run of each, its stored evidence judged again by the current judge),
-with the added time at a 100 ms step and its interval, the
-fit, the rounds and blocks it took, the training memory and, where the cell is not a pass, the function its profile
-names first.
+"""The performance probe's table in docs/probes/performance.md, regenerated from a stored evaluation: one row per
+wrapper and mode that the performance probe judged (the newest probe run of each, its stored evidence judged again by
+the current judge), with the added time at a 100 ms step and its interval, the fit, the rounds and blocks it took,
+the training memory and, where the cell is not a pass, the function its profile names first.
 
-    python scripts/performance_table.py --tracking-uri sqlite:///path/to/mlflow.db [--write README.md]
+    python scripts/performance_table.py --tracking-uri sqlite:///path/to/mlflow.db [--write docs/probes/performance.md]
 
 Without --write the table is printed; with it, the part of the file between the markers
 `<!-- performance-table -->` and `<!-- /performance-table -->` is replaced.
@@ -17,6 +16,8 @@ import os
 import re
 import sys
 import tempfile
+
+from evalkit import names
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 START, END = "<!-- performance-table -->", "<!-- /performance-table -->"
@@ -33,18 +34,19 @@ def newest_results(uri: str, experiment: str) -> list[tuple[dict, dict]]:
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         sys.exit(f"no experiment {experiment!r} in {uri}: run evalkit-eval first")
-    runs = client.search_runs([exp.experiment_id], "tags.`evalkit.role` = 'probe' and tags.`evalkit.probe` = "
-                              "'performance'", order_by=["attributes.start_time DESC"])
+    runs = client.search_runs([exp.experiment_id], f"tags.`{names.ROLE}` = '{names.ROLE_PROBE}' and "
+                              f"tags.`{names.PROBE}` = 'performance'", order_by=["attributes.start_time DESC"])
     seen, out = set(), []
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:
-            key = (run.data.tags.get("evalkit.trainer"), run.data.tags.get("evalkit.mode"))
+            key = (run.data.tags.get(names.TRAINER), run.data.tags.get(names.MODE))
             if key in seen or run.info.status != "FINISHED":
                 continue
             seen.add(key)
-            evidence = client.download_artifacts(run.info.run_id, "probe/performance_evidence.json", tmp)
+            evidence = client.download_artifacts(
+                run.info.run_id, f"{names.PROBE_ARTIFACT_DIR}/{names.probe_evidence_file('performance')}", tmp)
             out.append((run.data.tags, json.loads(judge(load_fixture(evidence)).to_json())))
-    return sorted(out, key=lambda tr: (tr[0].get("evalkit.trainer", ""), tr[0].get("evalkit.mode", "")))
+    return sorted(out, key=lambda tr: (tr[0].get(names.TRAINER, ""), tr[0].get(names.MODE, "")))
 
 
 def first_function(result: dict) -> str:
@@ -58,7 +60,7 @@ def row(tags: dict, result: dict) -> str:
     status = "inconclusive" if result.get("inconclusive") else "pass" if result.get("passed") else "fail"
     sizes = sorted({k.split("/")[0] for k in f if re.match(r"d\d+/", k)}, key=lambda k: int(k[1:]))
     if "added_fraction_at_100ms" not in f:
-        return f"| {tags.get('evalkit.trainer')} | {tags.get('evalkit.mode')} | {status} | - | - | - | - | - |"
+        return f"| {tags.get(names.TRAINER)} | {tags.get(names.MODE)} | {status} | - | - | - | - | - |"
     frac = (f"{100 * f['added_fraction_at_100ms']:+.1f} % [{100 * f['added_fraction_at_100ms_low']:+.1f}, "
             f"{100 * f['added_fraction_at_100ms_high']:+.1f}]")
     fit = (f"{f['added_ms_per_step']:+.2f} ms + {100 * f['added_proportional']:+.1f} %"
@@ -67,7 +69,7 @@ def row(tags: dict, result: dict) -> str:
     largest = sizes[-1] if sizes else None
     memory = (f"{f[f'{largest}/train_mib/wrapper'] - f[f'{largest}/train_mib/baseline']:+.1f} MiB @{largest}"
               if largest and f"{largest}/train_mib/wrapper" in f else "-")
-    return (f"| {tags.get('evalkit.trainer')} | {tags.get('evalkit.mode')} | {status} | {frac} | {fit} | "
+    return (f"| {tags.get(names.TRAINER)} | {tags.get(names.MODE)} | {status} | {frac} | {fit} | "
             f"{rounds} ({2 * len(sizes) * rounds}) | {memory} | {first_function(result)} |")
 
 
@@ -82,7 +84,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tracking-uri", required=True)
     parser.add_argument("--experiment", default="evalkit")
-    parser.add_argument("--write", help="a file with the markers to replace the table in (e.g. README.md)")
+    parser.add_argument("--write", help="a file with the markers to replace the table in "
+                                        "(e.g. docs/probes/performance.md)")
     args = parser.parse_args()
     text = table(newest_results(args.tracking_uri, args.experiment))
     if not args.write:

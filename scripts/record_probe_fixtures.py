@@ -97,9 +97,10 @@ def export(scratch: Path, out: Path) -> list[str]:
     exp = client.get_experiment_by_name("evalkit").experiment_id
     written = []
     out.mkdir(parents=True, exist_ok=True)
-    for run in client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'", max_results=1000):
+    for run in client.search_runs([exp], f"tags.`{names.ROLE}` = '{names.ROLE_PROBE}'", max_results=1000):
         variant = run.data.params["trainer.options.wrong"]
-        path = client.download_artifacts(run.info.run_id, "probe/semantics_evidence.json", str(scratch / "dl"))
+        path = client.download_artifacts(run.info.run_id, f"{names.PROBE_ARTIFACT_DIR}/"
+                                         f"{names.probe_evidence_file('semantics')}", str(scratch / "dl"))
         gzip_copy(path, out / f"{variant}.json.gz")
         os.remove(path)
         written.append(variant)
@@ -172,14 +173,14 @@ def export_probe_run(folder: Path, dim: str, name: str, out: Path) -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     client = MlflowClient(store_uri(folder))
     exp = client.get_experiment_by_name("evalkit").experiment_id
-    (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = 'probe'")
+    (run,) = client.search_runs([exp], f"tags.`{names.ROLE}` = '{names.ROLE_PROBE}'")
     listed = {a.path for a in client.list_artifacts(run.info.run_id, names.PROBE_ARTIFACT_DIR)}
 
     def fetch(file: str) -> str | None:
         path = f"{names.PROBE_ARTIFACT_DIR}/{file}"
         return client.download_artifacts(run.info.run_id, path, str(folder / "export")) if path in listed else None
 
-    with open(fetch(f"{dim}_evidence.json")) as fh:
+    with open(fetch(names.probe_evidence_file(dim))) as fh:
         jobs = json.load(fh)
     compact = compact_params(jobs)
     if expand_params(json.loads(json.dumps(compact))) != jobs:
@@ -188,10 +189,10 @@ def export_probe_run(folder: Path, dim: str, name: str, out: Path) -> None:
     with open(out / f"{name}.json.gz", "wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as dst:
         dst.write(text.encode())
-    measured = fetch(f"{dim}_measured.json")
+    measured = fetch(names.probe_measured_file(dim))
     if measured is not None:
         gzip_copy(measured, out / f"{name}.measured.json.gz")
-    with open(fetch(f"{dim}.json")) as fh:
+    with open(fetch(names.probe_result_file(dim))) as fh:
         stored = result_shape(json.load(fh))
     again = result_shape(judged_recording(dim, name, out))
     if again != stored:

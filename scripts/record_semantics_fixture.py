@@ -23,6 +23,7 @@ import tempfile
 
 from mlflow.tracking import MlflowClient
 
+from evalkit import names
 from evalkit.probes import evidence
 from evalkit.probes.semantics.oracle import clip_norm_for
 from evalkit.probes.semantics.plan import TRUTH_CALIBER, job_name, short_epoch, short_epoch_job_name
@@ -36,9 +37,9 @@ def run_job(scratch: str, name: str, overrides: list[str], env: dict[str, str]) 
     run_dir = os.path.join(scratch, name)
     args = [sys.executable, "-m", "evalkit", *overrides, f"hydra.run.dir={run_dir}"]
     done = subprocess.run(args, cwd=scratch, env=env, capture_output=True, text=True)
-    if not os.path.exists(os.path.join(run_dir, "run.json")):
+    if not os.path.exists(os.path.join(run_dir, names.RUN_FILE)):
         raise SystemExit(f"{name}: no run recorded (exit {done.returncode})\n{done.stderr[-3000:]}")
-    with open(os.path.join(run_dir, "run.json")) as fh:
+    with open(os.path.join(run_dir, names.RUN_FILE)) as fh:
         run_id = json.load(fh)["run_id"]
     client = MlflowClient(f"sqlite:///{scratch}/mlflow.db")
     job = evidence.load_job(client, run_id, name)

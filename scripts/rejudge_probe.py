@@ -14,8 +14,8 @@ import sys
 import tempfile
 
 from evalkit import names
+from evalkit.probes.catalog import load_probe
 from evalkit.probes.evidence import load_fixture
-from evalkit.probes.registry import load_probe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,12 +35,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     probe = load_probe(name)
     with tempfile.TemporaryDirectory() as tmp:
-        path = client.download_artifacts(args.run_id, f"{names.PROBE_ARTIFACT_DIR}/{probe.dimension}_evidence.json",
-                                         tmp)
+        path = client.download_artifacts(
+            args.run_id, f"{names.PROBE_ARTIFACT_DIR}/{names.probe_evidence_file(probe.dimension)}", tmp)
         jobs = load_fixture(path)
         if callable(getattr(probe, "measure", None)):   # what it measured besides its jobs, stored beside them
             measured = client.download_artifacts(
-                args.run_id, f"{names.PROBE_ARTIFACT_DIR}/{probe.dimension}_measured.json", tmp)
+                args.run_id, f"{names.PROBE_ARTIFACT_DIR}/{names.probe_measured_file(probe.dimension)}", tmp)
             with open(measured) as fh:
                 result = probe.judge(jobs, json.load(fh))
         else:

@@ -41,10 +41,10 @@ cli.main()
 # sweep retries them at its end (as when that job's directory is busy); the parent run itself ends.
 SWEEP_WITH_A_JOB_LEFT_WAITING = """
 import sys
-from evalkit.controller import job, reship
+from evalkit.controller import job, job_reship
 from evalkit import cli
 
-finish, retry, failed = job.Controller._finish, reship.reship, []
+finish, retry, failed = job.Controller._finish, job_reship.reship, []
 
 def once(real, what):
     def planted(*args, **kwargs):
@@ -55,7 +55,7 @@ def once(real, what):
     return planted
 
 job.Controller._finish = once(finish, "job")
-reship.reship = once(retry, "retry")
+job_reship.reship = once(retry, "retry")
 sys.argv = ["evalkit", "-m", *sys.argv[1:]]
 cli.main()
 """

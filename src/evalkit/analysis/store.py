@@ -21,7 +21,6 @@ STEP_COLUMNS = ("step", "loss", "lr", "grad_norm", "step_time_s")  # what curves
 VAL_COLUMNS = None  # all: the metric's column is named after the metric
 PAGE_SIZE = 1000
 READ_ROLES = (names.ROLE_JOB, names.ROLE_PROBE)
-EVIDENCE_SUFFIX = "_evidence.json"   # probe/<dim>_evidence.json: the judged jobs' records, not a result
 
 
 class StoreError(Exception):
@@ -65,7 +64,7 @@ def run_filter(role: str, sweep_id: str | None = None, parent_run_id: str | None
     if sweep_id:
         clauses.append(f"tags.\"{names.SWEEP_ID}\" = '{_quote(sweep_id)}'")
     if parent_run_id:
-        clauses.append(f"tags.\"mlflow.parentRunId\" = '{_quote(parent_run_id)}'")
+        clauses.append(f"tags.\"{names.MLFLOW_PARENT_RUN}\" = '{_quote(parent_run_id)}'")
     return " AND ".join(clauses)
 
 
@@ -141,7 +140,7 @@ def load_curves(client, records: list[RunRecord], workers: int = 8) -> None:
 def _records_folder(client, record: RunRecord, scratch: str) -> Path | None:
     local = _local_path(record.artifact_uri)
     if local is not None:
-        return local / "records"
+        return local / names.RECORDS_DIR
     dst = Path(scratch) / record.run_id
     dst.mkdir(exist_ok=True)
     found = None
@@ -191,7 +190,8 @@ def _probe_files(client, record: RunRecord, scratch: str) -> list[Path]:
 
 
 def _is_result(name: str) -> bool:
-    return name.endswith(".json") and not name.endswith(EVIDENCE_SUFFIX)
+    """`probe/<dim>.json`, not the evidence or the measurements stored beside it."""
+    return name.endswith(".json") and not name.endswith((names.PROBE_EVIDENCE_SUFFIX, names.PROBE_MEASURED_SUFFIX))
 
 
 def _local_path(artifact_uri: str) -> Path | None:

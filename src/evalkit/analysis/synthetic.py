@@ -18,7 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_CALIBER = "hw=cpu|bs=32|accum=1|prec=fp32|ws=1|warmup=5"
+from evalkit import names
+from evalkit.caliber import caliber_tag
+
+DEFAULT_CALIBER = caliber_tag(hw="cpu", bs=32, accum=1, prec="fp32", ws=1, warmup=5)
 
 
 @dataclass
@@ -99,13 +102,13 @@ def run_spec(plan: ArmPlan, seed: int, repeat: int, n_steps: int, val_every: int
     grad_norm = 1.0 / np.sqrt(steps)
     throughput = plan.throughput * math.exp(plan.throughput_sd * rng.standard_normal())
     tags = _tags(plan, seed, repeat, sweep_id, failed)
-    metrics = {"perf/samples_per_s": throughput, "perf/steps_per_s": throughput / 32,
-               "perf/step_time_median_s": float(np.median(step_time)), "perf/peak_mem_bytes": plan.memory,
-               "perf/peak_mem_bytes_rank0": plan.memory}
-    metrics.update({f"probe/{dim}/pass": v for dim, v in plan.probes.items()})
-    history = {"train/loss": (steps, loss), "train/lr": (steps, lr), "train/grad_norm": (steps, grad_norm),
-               "train/step_time_s": (steps, step_time), f"val/{plan.metric}": (val_steps, val_metric),
-               "val/loss": (val_steps, val_metric)}
+    metrics = {names.PERF_SAMPLES_PER_S: throughput, names.PERF_STEPS_PER_S: throughput / 32,
+               names.PERF_STEP_TIME_MEDIAN: float(np.median(step_time)), names.PERF_PEAK_MEM: plan.memory,
+               names.perf_peak_mem_rank(0): plan.memory}
+    metrics.update({names.probe_pass(dim): v for dim, v in plan.probes.items()})
+    history = {names.TRAIN_LOSS: (steps, loss), names.TRAIN_LR: (steps, lr), names.TRAIN_GRAD_NORM: (steps, grad_norm),
+               names.TRAIN_STEP_TIME: (steps, step_time), names.val_metric(plan.metric): (val_steps, val_metric),
+               names.VAL_LOSS: (val_steps, val_metric)}
     if failed:
         metrics = {}
     return RunSpec(tags, metrics, history,
@@ -116,21 +119,21 @@ def run_spec(plan: ArmPlan, seed: int, repeat: int, n_steps: int, val_every: int
 
 
 def _tags(plan: ArmPlan, seed: int, repeat: int, sweep_id: str, failed: bool) -> dict[str, str]:
-    tags = {"role": "job", "trainer": plan.trainer, "mode": plan.mode, "task": plan.task,
-            "seed": str(seed), "repeat": str(repeat), "caliber": plan.caliber, "precision": "fp32",
-            "world_size": "1", "hardware": "cpu", "sweep_id": sweep_id, "val_metric": plan.metric,
-            "val_metric_higher_is_better": str(plan.higher_is_better).lower(),
-            "val_metric_margin": str(plan.margin), "val_metric_scale": plan.scale}
+    tags = {names.ROLE: names.ROLE_JOB, names.TRAINER: plan.trainer, names.MODE: plan.mode, names.TASK: plan.task,
+            names.SEED: str(seed), names.REPEAT: str(repeat), names.CALIBER: plan.caliber, names.PRECISION: "fp32",
+            names.WORLD_SIZE: "1", names.HARDWARE: "cpu", names.SWEEP_ID: sweep_id, names.VAL_METRIC: plan.metric,
+            names.VAL_METRIC_HIGHER_IS_BETTER: str(plan.higher_is_better).lower(),
+            names.VAL_METRIC_MARGIN: str(plan.margin), names.VAL_METRIC_SCALE: plan.scale}
     if failed:
-        tags["failure_reason"] = plan.failure_reason
-    return {f"evalkit.{k}": v for k, v in tags.items()}
+        tags[names.FAILURE_REASON] = plan.failure_reason
+    return tags
 
 
-def _csv(names: list[str], columns: list[np.ndarray], extra: str = "", cells=None) -> str:
+def _csv(header: list[str], columns: list[np.ndarray], extra: str = "", cells=None) -> str:
     """CSV text; `extra` header names and `cells(row)` mimic the training core's blank and boolean
     columns, which the analyzer must read past."""
-    table = np.column_stack(columns) if columns[0].size else np.empty((0, len(names)))
-    head = ",".join(names) + ("," + extra if extra else "")
+    table = np.column_stack(columns) if columns[0].size else np.empty((0, len(header)))
+    head = ",".join(header) + ("," + extra if extra else "")
     rows = [",".join(f"{v:.7g}" for v in row) + ("," + cells(i) if cells else "") for i, row in enumerate(table)]
     return "\n".join([head] + rows) + "\n"
 
@@ -150,7 +153,7 @@ def write_run(client, experiment_id: str, spec: RunSpec, full_history: bool = Tr
 
     tags = dict(spec.tags)
     if parent_run_id:
-        tags["mlflow.parentRunId"] = parent_run_id
+        tags[names.MLFLOW_PARENT_RUN] = parent_run_id
     run_id = client.create_run(experiment_id, tags=tags).info.run_id
     points = [Metric(k, v, 0, 0) for k, v in spec.metrics.items()]
     for key, (steps, values) in spec.history.items():
@@ -159,9 +162,9 @@ def write_run(client, experiment_id: str, spec: RunSpec, full_history: bool = Tr
     for start in range(0, len(points), 1000):  # MLflow accepts 1000 metrics per batch
         client.log_batch(run_id, metrics=points[start:start + 1000])
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "steps_rank0.csv").write_text(spec.steps_csv)
-        (Path(tmp) / "val_rank0.csv").write_text(spec.val_csv)
-        client.log_artifacts(run_id, tmp, artifact_path="records")
+        (Path(tmp) / names.STEPS_CSV_NAME).write_text(spec.steps_csv)
+        (Path(tmp) / names.VAL_CSV_NAME).write_text(spec.val_csv)
+        client.log_artifacts(run_id, tmp, artifact_path=names.RECORDS_DIR)
     client.set_terminated(run_id, spec.status)
     return run_id
 
@@ -198,7 +201,7 @@ def build_store(folder: Path, plans: list[ArmPlan], experiment: str = "evalkit",
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(
         experiment, artifact_location=(folder / "artifacts").as_uri() if local else None)
-    parent = client.create_run(exp_id, tags={"evalkit.role": "sweep", "evalkit.sweep_id": sweep_id}).info.run_id
+    parent = client.create_run(exp_id, tags={names.ROLE: names.ROLE_SWEEP, names.SWEEP_ID: sweep_id}).info.run_id
     for spec in plan_specs(plans, n_steps, val_every, sweep_id):
         write_run(client, exp_id, spec, full_history, parent_run_id=parent)
     client.set_terminated(parent, "FINISHED")

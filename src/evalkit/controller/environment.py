@@ -1,10 +1,13 @@
-"""What a number was measured on: the environment lock, the hardware, the code version."""
+"""What a number was measured on: the environment lock, the hardware (and whether a job trains on CUDA), the code
+version."""
 from __future__ import annotations
 
 import os
 import platform
 import subprocess
 from importlib import metadata
+
+from omegaconf import DictConfig
 
 
 def environment_lock() -> str:
@@ -74,3 +77,16 @@ def git_commit(path: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def runs_on_cuda(cfg: DictConfig) -> bool:
+    """Whether the workers will train on CUDA (`hardware=cuda`, or `auto` with a visible device)."""
+    return cfg.hardware.device == "cuda" or (cfg.hardware.device == "auto" and cuda_devices() > 0)
+
+
+def cuda_devices() -> int:
+    """The CUDA devices torch sees. torch is imported here, only for a job that may run on CUDA: the
+    controller's process otherwise never needs it (the workers import it), and starts a second sooner."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -15,19 +15,26 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
 from evalkit.adapter_class import adapter_class_problem
+from evalkit.caliber import caliber_tag
 from evalkit.config import config_warnings
 from evalkit.controller import nodes, phases, rundir, tracking
-from evalkit.controller.environment import environment_lock, git_commit, hardware_description
+from evalkit.controller.environment import (
+    cuda_devices,
+    environment_lock,
+    git_commit,
+    hardware_description,
+    runs_on_cuda,
+)
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest
-from evalkit.controller.launch import Outcome, WorkerGroup, default_threads
+from evalkit.controller.launch import Outcome, WorkerGroup, worker_threads
 from evalkit.controller.progress import JobProgress
+from evalkit.controller.result import JobResult
 from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
 from evalkit.controller.sweep_resume import fingerprint, finished_run
@@ -39,19 +46,11 @@ from evalkit.spool import read_json
 from evalkit.trainers import not_installed
 
 
-@dataclass
-class JobResult:
-    run_id: str | None
-    ok: bool
-    reason: str = ""
-    status: str = ""             # the run's end: FINISHED, FAILED or KILLED
-    reused: bool = False         # a resumed sweep kept this earlier FINISHED run instead of running the job
-    unshipped: str | None = None  # the job's directory, when its records wait in its spool for the store
-
-
 def caliber(cfg: DictConfig) -> str:
-    return (f"hw={cfg.hardware.name}|thr={cfg.hardware.threads}|bs={cfg.train.batch_size}|accum={cfg.train.grad_accum}"
-            f"|prec={cfg.precision.name}|ws={cfg.distributed.world_size}|warmup={cfg.observe.warmup_steps}")
+    """A job's caliber tag: hardware, threads, batch per device, accumulation, precision, world size, warm-up."""
+    return caliber_tag(hw=cfg.hardware.name, thr=cfg.hardware.threads, bs=cfg.train.batch_size,
+                       accum=cfg.train.grad_accum, prec=cfg.precision.name, ws=cfg.distributed.world_size,
+                       warmup=cfg.observe.warmup_steps)
 
 
 def preflight(cfg: DictConfig) -> str | None:
@@ -73,19 +72,6 @@ def preflight(cfg: DictConfig) -> str | None:
     return adapter_class_problem(trainer._target_) or check_resume(cfg)
 
 
-def runs_on_cuda(cfg: DictConfig) -> bool:
-    """Whether the workers will train on CUDA (`hardware=cuda`, or `auto` with a visible device)."""
-    return cfg.hardware.device == "cuda" or (cfg.hardware.device == "auto" and cuda_devices() > 0)
-
-
-def cuda_devices() -> int:
-    """The CUDA devices torch sees. torch is imported here, only for a job that may run on CUDA: the
-    controller's process otherwise never needs it (the workers import it), and starts a second sooner."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) -> dict[str, str]:
     return {
         names.ROLE: role, names.TRAINER: cfg.trainer.name, names.MODE: cfg.trainer.mode,
@@ -95,7 +81,7 @@ def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) 
         names.WORLD_SIZE: cfg.distributed.world_size, names.HARDWARE: cfg.hardware.name,
         names.SWEEP_ID: sweep_id, names.VAL_METRIC_MARGIN: cfg.task.metric_margin,
         names.FINGERPRINT: fingerprint(cfg),
-        "mlflow.source.git.commit": git_commit(os.path.dirname(os.path.abspath(__file__))),
+        names.MLFLOW_GIT_COMMIT: git_commit(os.path.dirname(os.path.abspath(__file__))),
     }
 
 
@@ -138,7 +124,7 @@ class Controller:
         if warnings:
             tags[names.CONFIG_WARNINGS] = "; ".join(warnings)
         if os.environ.get(names.PARENT_RUN_ENV):
-            tags["mlflow.parentRunId"] = os.environ[names.PARENT_RUN_ENV]
+            tags[names.MLFLOW_PARENT_RUN] = os.environ[names.PARENT_RUN_ENV]
         tags[names.MLFLOW_NOTE] = job_description(self.cfg, "running")
         self.started = self.started or time.monotonic()
         cfg = self.cfg
@@ -156,9 +142,10 @@ class Controller:
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
         resolved["tracking"]["uri"] = tracking.display_uri(self.uri)   # the store actually used, not the request
         tracking.log_params(self.client, self.run_id, tracking.flatten(resolved))
-        self._log_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))), "config", "resolved.yaml")
-        self._log_text(environment_lock(), "env", "lock.txt")
-        self._log_text(json.dumps(hardware_description(), indent=1), "env", "hardware.json")
+        self._log_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))), names.CONFIG_ARTIFACT_DIR,
+                       names.RESOLVED_CONFIG_FILE)
+        self._log_text(environment_lock(), names.ENV_ARTIFACT_DIR, "lock.txt")
+        self._log_text(json.dumps(hardware_description(), indent=1), names.ENV_ARTIFACT_DIR, "hardware.json")
         self.run_recorded = True
         return self.run_id
 
@@ -185,7 +172,7 @@ class Controller:
 
     @property
     def ckpt_dir(self) -> str:
-        return os.path.join(self.run_dir, "checkpoints")
+        return os.path.join(self.run_dir, names.CHECKPOINTS_DIR)
 
     def _record_run_dir(self) -> None:
         """Where the job's files are: run.json for evalkit-ship (with the run's identity, also before the run
@@ -230,7 +217,7 @@ class Controller:
     def launch(self) -> Shipper:
         """Write the job's spec (with `extra_spec`: what the worker also needs, e.g. its turn table), start the
         workers and what watches them; the shipper that `conclude` ships with."""
-        spool_dir = os.path.join(self.run_dir, "spool")
+        spool_dir = os.path.join(self.run_dir, names.SPOOL_DIR)
         os.makedirs(spool_dir, exist_ok=True)
         spec = {"config": OmegaConf.to_container(self.cfg, resolve=True), "spool_dir": spool_dir,
                 "ckpt_dir": self.ckpt_dir,
@@ -294,7 +281,7 @@ class Controller:
                     raise RuntimeError(shipper.last_error)
                 self._tag_run_dir()     # when the store failed as training started (or evalkit-ship records it)
                 self._ship_system_metrics()
-                return self._finish(shipper, os.path.join(self.run_dir, "spool"), outcome)
+                return self._finish(shipper, os.path.join(self.run_dir, names.SPOOL_DIR), outcome)
         except Exception as exc:  # noqa: BLE001 - any store failure means the same to the user
             what = f"run {self.run_id}" if self.run_id else f"the run of {self.run_dir} (not created yet)"
             raise tracking.TrackingUnavailable(
@@ -351,17 +338,17 @@ class Controller:
 
     def _finish(self, shipper: Shipper, spool_dir: str, outcome: Outcome | None) -> JobResult:
         client, run_id, world = self.client, self.run_id, self.cfg.distributed.world_size
-        summaries = [read_json(spool_dir, f"summary_rank{r}.json") for r in range(world)]
+        summaries = [read_json(spool_dir, names.summary_file(r)) for r in range(world)]
         self._log_summaries(summaries)
-        versions = read_json(spool_dir, "versions.json", {})
-        tags = {f"evalkit.version.{k}": v for k, v in versions.items()}
+        versions = read_json(spool_dir, names.VERSIONS_FILE, {})
+        tags = {names.VERSION_PREFIX + k: v for k, v in versions.items()}
         tags[names.WRAPPER_VERSION] = next((v for k, v in versions.items() if k != "torch"), versions.get("torch"))
         tags[names.TORCH_VERSION] = versions.get("torch")
         tags.update(observed_precision_tags(self.cfg.precision.name, summaries[0]))
         if tags.get(names.PRECISION_MISMATCH):
             print(f"[evalkit] warning: {self.cfg.trainer.name} ran another precision than asked: "
-                  f"{tags['evalkit.precision_mismatch']}", file=sys.stderr, flush=True)
-        task = read_json(spool_dir, "task.json", {})
+                  f"{tags[names.PRECISION_MISMATCH]}", file=sys.stderr, flush=True)
+        task = read_json(spool_dir, names.TASK_INFO_FILE, {})
         if task:
             tags[names.VAL_METRIC] = task["metric"]
             tags[names.VAL_METRIC_HIGHER_IS_BETTER] = str(task["higher_is_better"]).lower()
@@ -377,16 +364,16 @@ class Controller:
                 paths = shipper.write_csvs(elsewhere, metric_name)
             for path in paths:
                 client.log_artifact(run_id, path, names.RECORDS_DIR)
-        for name in (["effective_config.json", "versions.json", names.CALL_PROFILE_FILE]
-                     + [f"summary_rank{r}.json" for r in range(world)]):
+        for name in ([names.EFFECTIVE_CONFIG_FILE, names.VERSIONS_FILE, names.CALL_PROFILE_FILE]
+                     + [names.summary_file(r) for r in range(world)]):
             if os.path.exists(os.path.join(spool_dir, name)):
-                client.log_artifact(run_id, os.path.join(spool_dir, name), "evalkit")
-        for path in sorted(glob.glob(os.path.join(self.run_dir, "worker_rank*.log"))):
-            client.log_artifact(run_id, path, "logs")
-        errors = {r: os.path.join(spool_dir, f"error_rank{r}.txt") for r in range(world)}
+                client.log_artifact(run_id, os.path.join(spool_dir, name), names.SPOOL_ARTIFACT_DIR)
+        for path in sorted(glob.glob(os.path.join(self.run_dir, names.WORKER_LOG_GLOB))):
+            client.log_artifact(run_id, path, names.LOGS_ARTIFACT_DIR)
+        errors = {r: os.path.join(spool_dir, names.error_file(r)) for r in range(world)}
         errors = {r: p for r, p in errors.items() if os.path.exists(p)}
         for path in errors.values():
-            client.log_artifact(run_id, path, "failure")
+            client.log_artifact(run_id, path, names.FAILURE_ARTIFACT_DIR)
         last = shipper.steps[-1]["step"] if shipper.steps else 0
         if outcome is None:       # the controller died before the workers ended (evalkit-ship after a SIGKILL)
             outcome = outcome_from_spool(spool_dir, world, errors)
@@ -418,7 +405,7 @@ class Controller:
         points = []
         for rank, summary in enumerate(summaries):
             if summary and summary.get("peak_mem_bytes") is not None:
-                points.append(tracking.metric(f"perf/peak_mem_bytes_rank{rank}", summary["peak_mem_bytes"], 0))
+                points.append(tracking.metric(names.perf_peak_mem_rank(rank), summary["peak_mem_bytes"], 0))
         peaks = [s["peak_mem_bytes"] for s in summaries if s and s.get("peak_mem_bytes") is not None]
         if peaks:
             points.append(tracking.metric(names.PERF_PEAK_MEM, max(peaks), 0))
@@ -494,19 +481,11 @@ def outcome_from_spool(spool_dir: str, world: int, errors: dict[int, str]) -> Ou
     for rank in range(world):
         if rank in errors:
             codes.append(1)
-        elif os.path.exists(os.path.join(spool_dir, f"summary_rank{rank}.json")):
+        elif os.path.exists(os.path.join(spool_dir, names.summary_file(rank))):
             codes.append(0)
         else:
             return None
     return Outcome(codes)
-
-
-def worker_threads(cfg: DictConfig) -> int:
-    """The intra-op threads of each worker: `hardware.threads`, or (0) the usable cores shared by the ranks it
-    runs (this node's, with several) and by the jobs its sweep runs beside it (`launch.default_threads`). Every
-    arm of a comparison runs with this number, fixed before any wrapper is imported."""
-    local = max(1, cfg.distributed.world_size // max(1, cfg.distributed.get("nnodes", 1)))
-    return cfg.hardware.threads or default_threads(local)
 
 
 def reuse_finished(cfg: DictConfig, role: str) -> JobResult | None:

@@ -18,6 +18,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from omegaconf import DictConfig
+
 from evalkit import names
 from evalkit.controller.warm import WarmProcess, WarmStartUnavailable, server_for
 
@@ -59,6 +61,14 @@ def default_threads(local_ranks: int) -> int:
     return max(1, usable_cpus() // (max(1, local_ranks) * side_by_side))
 
 
+def worker_threads(cfg: DictConfig) -> int:
+    """The intra-op threads of each worker: `hardware.threads`, or (0) the usable cores shared by the ranks it
+    runs (this node's, with several) and by the jobs its sweep runs beside it (`default_threads`). Every
+    arm of a comparison runs with this number, fixed before any wrapper is imported."""
+    local = max(1, cfg.distributed.world_size // max(1, cfg.distributed.get("nnodes", 1)))
+    return cfg.hardware.threads or default_threads(local)
+
+
 def pinned_cpus(world_size: int, threads: int) -> list[list[int]] | None:
     """For timed jobs: the CPUs each rank is pinned to, `threads` each, taken from the end of the CPUs this
     process may use, so that the first stays with the controller and the system; None when there are not enough
@@ -79,11 +89,12 @@ class WorkerGroup:
     def __init__(self, job_dir: str, world_size: int, log_dir: str, master_addr: str = "127.0.0.1",
                  cuda: bool = False, threads: int | None = None, pin: bool = False, nnodes: int = 1,
                  node_rank: int = 0, master_port: int | None = None, run_id: str | None = None,
-                 warm_target: str | None = None, warm_required: bool = False, pin_at_turn: bool = False):
+                 warm_target: str | None = None, warm_required: bool = False, pin_at_turn: bool = False,
+                 warm_modules: tuple[str, ...] = ()):
         self.world_size = world_size
         local = world_size // nnodes
         self.ranks = [node_rank * local + i for i in range(local)]
-        self.log_paths = [os.path.join(log_dir, f"worker_rank{r}.log") for r in self.ranks]
+        self.log_paths = [os.path.join(log_dir, names.worker_log(r)) for r in self.ranks]
         port, run_id = master_port or free_port(master_addr), run_id or uuid.uuid4().hex[:12]
         threads = threads or default_threads(local)
         self.cpus = pinned_cpus(local, threads) if pin else None
@@ -119,7 +130,8 @@ class WorkerGroup:
             if warm_target:     # forked from the adapter's warm server (controller/warm.py)
                 env[names.SPAWN_WALL_ENV] = repr(time.time())
                 try:
-                    self.procs.append(server_for(warm_target, env).fork(job_dir, env, self.log_paths[local_rank]))
+                    server = server_for(warm_target, env, warm_modules)
+                    self.procs.append(server.fork(job_dir, env, self.log_paths[local_rank]))
                     continue
                 except WarmStartUnavailable as exc:
                     if warm_required:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -29,11 +30,14 @@ from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalkit import names
+from evalkit import names, trainers
 from evalkit.controller import warm
+from evalkit.controller.environment import runs_on_cuda
+from evalkit.controller.interrupt import Interrupted, StopRequest
 from evalkit.controller.launch import Outcome, WorkerGroup
+from evalkit.controller.progress import say
+from evalkit.controller.result import JobResult
 
-NODES_DIR = "nodes"          # in the shared directory (rundir.JOB_ENTRIES: moved aside with the job's other files)
 BEAT_S = 1.0                 # how often a node's controller rewrites its beacon
 POLL_S = 0.1
 # Settings each node may have its own of: where it records, which node it is, the threads node 0 resolved for all.
@@ -41,17 +45,17 @@ NODE_KEYS = ("tracking", "sweep", "run_name", "resume_from", "distributed.node_r
 
 
 def beacon_path(shared_dir: str, node: int) -> str:
-    """Beside the directory's lock, outside NODES_DIR: node 0 never moves a beacon aside (a node that arrived first
-    is no earlier job's leftover; a leftover beacon does no harm: it never changes)."""
+    """Beside the directory's lock, outside `names.NODES_DIR`: node 0 never moves a beacon aside (a node that
+    arrived first is no earlier job's leftover; a leftover beacon does no harm: it never changes)."""
     return os.path.join(shared_dir, f".evalkit-node{node}.json")
 
 
 def report_path(shared_dir: str, node: int) -> str:
-    return os.path.join(shared_dir, NODES_DIR, f"node{node}.exit.json")
+    return os.path.join(shared_dir, names.NODES_DIR, f"node{node}.exit.json")
 
 
 def stop_path(shared_dir: str) -> str:
-    return os.path.join(shared_dir, NODES_DIR, "stop")
+    return os.path.join(shared_dir, names.NODES_DIR, "stop")
 
 
 def _write_json(path: str, payload: Any) -> None:
@@ -170,7 +174,7 @@ def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, t
                         pin=cfg.observe.profile == "timing", nnodes=dist.nnodes, node_rank=dist.node_rank,
                         master_port=dist.master_port, run_id=rendezvous_id(dist) if dist.nnodes > 1 else None,
                         warm_target=warm_target, warm_required=cfg.hardware.get("worker_start") == "warm",
-                        pin_at_turn=pin_at_turn)
+                        pin_at_turn=pin_at_turn, warm_modules=tuple(trainers.modules(cfg.trainer)))
     if dist.nnodes <= 1:
         return group
     beacon = _leading.get(os.path.abspath(run_dir)) or Beacon(run_dir, 0).start()
@@ -290,7 +294,7 @@ def first_cause(candidates: list[int], codes: list[int | None], stopped: list[in
 
     def written(rank: int) -> float:
         try:
-            return os.path.getmtime(os.path.join(shared_dir, "spool", f"error_rank{rank}.txt"))
+            return os.path.getmtime(os.path.join(shared_dir, names.SPOOL_DIR, names.error_file(rank)))
         except OSError:
             return float("inf")
 
@@ -323,14 +327,10 @@ def settings_differ(mine: dict, theirs: dict) -> list[str]:
     return [f"{k}={a.get(k)} (node 0: {b.get(k)})" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
-def run_other_node(cfg: DictConfig) -> Any:
+def run_other_node(cfg: DictConfig) -> JobResult:
     """Node k > 0: wait for node 0 to run the job in the shared directory, run this node's ranks, report how they
     ended there (node 0 records them) and here (stderr and the exit code through the JobResult). Records nothing
     in MLflow."""
-    from evalkit.controller.interrupt import Interrupted, StopRequest
-    from evalkit.controller.job import JobResult, runs_on_cuda
-    from evalkit.controller.progress import say
-
     dist, mode = cfg.distributed, cfg.tracking.progress
     node, shared = dist.node_rank, os.path.abspath(dist.shared_dir)
     local = dist.world_size // dist.nnodes
@@ -443,8 +443,6 @@ def _watch_ranks(group: WorkerGroup, shared: str, timeout: float, stop: Any) -> 
 
 def node_reason(outcome: Outcome, ranks: list[int], shared: str, problem: str | None) -> str:
     """One line: this node's first failure (its error's first line, or the signal), or the problem seen."""
-    import signal
-
     codes = outcome.codes
     order = ([outcome.first_failed] if outcome.first_failed is not None else []) + \
         [i for i in range(len(ranks)) if i not in outcome.stopped] + list(outcome.stopped)
@@ -452,7 +450,7 @@ def node_reason(outcome: Outcome, ranks: list[int], shared: str, problem: str | 
         if codes[i] in (0, None):
             continue
         try:
-            with open(os.path.join(shared, "spool", f"error_rank{ranks[i]}.txt")) as fh:
+            with open(os.path.join(shared, names.SPOOL_DIR, names.error_file(ranks[i]))) as fh:
                 cause = fh.readline().strip()
         except OSError:
             cause = ""

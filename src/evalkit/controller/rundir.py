@@ -16,11 +16,13 @@ import os
 import shutil
 import uuid
 
+from evalkit import names
+
 LOCK_FILE = ".evalkit.lock"
-PREVIOUS_DIR = "previous"
 # What a job writes into its run directory (Hydra's own .hydra/ and log stay where Hydra put them).
 # `nodes`: a job over several nodes (controller/nodes.py): the nodes' reports and stop request (shared directory).
-JOB_ENTRIES = ("job.json", "run.json", "exit_codes.json", "spool", "records", "checkpoints", "lightning", "nodes")
+JOB_ENTRIES = (names.JOB_FILE, names.RUN_FILE, names.EXIT_CODES_FILE, names.SPOOL_DIR, names.RECORDS_DIR,
+               names.CHECKPOINTS_DIR, names.LIGHTNING_DIR, names.NODES_DIR)
 _UID = uuid.uuid4().hex[:6]
 
 
@@ -78,27 +80,27 @@ def claim_fresh(run_dir: str) -> RunDirClaim:
 
 
 def previous_entries(run_dir: str) -> list[str]:
-    names = [n for n in JOB_ENTRIES if os.path.lexists(os.path.join(run_dir, n))]
-    names += sorted(os.path.basename(p) for p in glob.glob(os.path.join(run_dir, "worker_rank*.log")))
-    return names
+    entries = [n for n in JOB_ENTRIES if os.path.lexists(os.path.join(run_dir, n))]
+    entries += sorted(os.path.basename(p) for p in glob.glob(os.path.join(run_dir, names.WORKER_LOG_GLOB)))
+    return entries
 
 
 def archive_previous(run_dir: str) -> str | None:
     """Move an earlier job's files to `previous/<n>-<its run id>/`; returns that directory, or None."""
-    names = previous_entries(run_dir)
-    if not names:
+    entries = previous_entries(run_dir)
+    if not entries:
         return None
     run_id = "unrecorded"
     try:
-        with open(os.path.join(run_dir, "run.json")) as fh:
+        with open(os.path.join(run_dir, names.RUN_FILE)) as fh:
             run_id = json.load(fh).get("run_id") or run_id
     except (OSError, ValueError):
         pass
-    root = os.path.join(run_dir, PREVIOUS_DIR)
+    root = os.path.join(run_dir, names.PREVIOUS_DIR)
     os.makedirs(root, exist_ok=True)
     target = os.path.join(root, f"{len(os.listdir(root)) + 1:03d}-{run_id}")
     os.makedirs(target)
-    for name in names:
+    for name in entries:
         shutil.move(os.path.join(run_dir, name), os.path.join(target, name))
     return target
 

@@ -9,12 +9,12 @@ import os
 import sys
 
 from evalkit import names
-from evalkit.controller import tracking
+from evalkit.controller import rundir, tracking
 from evalkit.controller.sweep import SweepCallback, SweepNotEnded, read_lines, waiting_jobs
 from evalkit.controller.sweep_state import claim_idle, sweep_states
 
 KILLED_REASON = "the sweep's process stopped before it ended (ended by evalkit-ship)"
-SKIPPED_DIRS = {"previous", ".submitit", ".hydra", "spool", "records", "checkpoints", "lightning", "nodes"}
+SKIPPED_DIRS = {names.PREVIOUS_DIR, ".submitit", ".hydra", *rundir.JOB_ENTRIES}   # no job directory inside
 
 
 def is_sweep_dir(path: str) -> bool:

@@ -19,7 +19,7 @@ JOB_FIGURES = (("final train loss", names.TRAIN_LOSS, "train_loss"),
 
 
 def children(client: MlflowClient, parent: Run) -> list[Run]:
-    return client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+    return client.search_runs([parent.info.experiment_id], f"tags.`{names.MLFLOW_PARENT_RUN}` = '{parent.info.run_id}'",
                               max_results=10000)
 
 

@@ -6,14 +6,16 @@ output under the job's directory, checkpoints and evalkit's spool excluded). One
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 
 import torch
 
+from evalkit import names
 from evalkit.observe.memory import current_rss
 from evalkit.spool import SpoolWriter
 
-EVALKIT_DIRS = ("spool", "checkpoints", "records")
+EVALKIT_DIRS = (names.SPOOL_DIR, names.CHECKPOINTS_DIR, names.RECORDS_DIR)
 
 
 def log_bytes(job_dir: str | None) -> int | None:
@@ -25,7 +27,7 @@ def log_bytes(job_dir: str | None) -> int | None:
     for root, dirs, files in os.walk(job_dir):
         if root == job_dir:
             dirs[:] = [d for d in dirs if d not in EVALKIT_DIRS]
-            files = [f for f in files if f.startswith("worker_rank")]
+            files = [f for f in files if fnmatch.fnmatch(f, names.WORKER_LOG_GLOB)]
         for name in files:
             try:
                 total += os.path.getsize(os.path.join(root, name))

@@ -100,7 +100,7 @@ def load_job(client, run_id: str, name: str) -> JobEvidence:
     run = client.get_run(run_id)
     with tempfile.TemporaryDirectory(prefix="evalkit-probe-") as scratch:
         folders = {}
-        for folder in (names.RECORDS_DIR, "config", "evalkit"):
+        for folder in (names.RECORDS_DIR, names.CONFIG_ARTIFACT_DIR, names.SPOOL_ARTIFACT_DIR):
             try:
                 folders[folder] = client.download_artifacts(run_id, folder, scratch)
             except Exception:  # noqa: BLE001 - a run that failed early has no records
@@ -113,7 +113,7 @@ def load_job(client, run_id: str, name: str) -> JobEvidence:
             with open(path) as fh:
                 return fh.read()
 
-        config = yaml.safe_load(text("config", "resolved.yaml") or "{}") or {}
+        config = yaml.safe_load(text(names.CONFIG_ARTIFACT_DIR, names.RESOLVED_CONFIG_FILE) or "{}") or {}
         evidence = JobEvidence(name, run_id, run.info.status, config, dict(run.data.tags))
         steps, val = text(names.RECORDS_DIR, names.STEPS_CSV_NAME), text(names.RECORDS_DIR, names.VAL_CSV_NAME)
         evidence.steps = parse_rows(steps) if steps else []
@@ -130,10 +130,11 @@ def load_job(client, run_id: str, name: str) -> JobEvidence:
         evidence.values = parse_rows(values) if values else []
         optimizer = text(names.RECORDS_DIR, names.OPTIMIZER_JSON_NAME)
         evidence.optimizer = json.loads(optimizer) if optimizer else []
-        effective, summary = text("evalkit", "effective_config.json"), text("evalkit", "summary_rank0.json")
+        effective = text(names.SPOOL_ARTIFACT_DIR, names.EFFECTIVE_CONFIG_FILE)
+        summary = text(names.SPOOL_ARTIFACT_DIR, names.summary_file(0))
         evidence.effective = json.loads(effective) if effective else {}
         evidence.summary = json.loads(summary) if summary else {}
-        profile = text("evalkit", names.CALL_PROFILE_FILE)
+        profile = text(names.SPOOL_ARTIFACT_DIR, names.CALL_PROFILE_FILE)
         evidence.profile = json.loads(profile) if profile else {}
     return evidence
 

@@ -20,7 +20,7 @@ from evalkit.verdict.serialize import verdict_dict
 
 TITLE = "evalkit verdict"
 RECORD_FILE = "record.json"
-REPORT_FILES = ("verdict.md", "verdict.html", "verdict.json")
+REPORT_FILES = ("verdict.md", "verdict.html", names.VERDICT_JSON_FILE)
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class ReportFiles:
         """verdict.md, verdict.html, verdict.json and plots/*.png under `folder`."""
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "plots").mkdir(exist_ok=True)
-        written = [folder / "verdict.md", folder / "verdict.html", folder / "verdict.json"]
+        written = [folder / name for name in REPORT_FILES]
         written[0].write_text(self.markdown, encoding="utf-8")
         written[1].write_text(self.html, encoding="utf-8")
         written[2].write_text(json.dumps(self.data, indent=2), encoding="utf-8")
@@ -69,9 +69,9 @@ class VerdictRecord:
 
 def verdict_record(verdict: Verdict, inputs: dict, experiment_id: str) -> VerdictRecord:
     tags = {names.ROLE: names.ROLE_VERDICT, names.SCENARIO: verdict.options.scenario}
-    for key in ("sweep_id", "parent_run_id"):
+    for key, tag in (("sweep_id", names.SWEEP_ID), ("parent_run_id", names.JUDGED_PARENT_RUN)):
         if inputs.get(key):
-            tags[f"evalkit.{key}"] = str(inputs[key])
+            tags[tag] = str(inputs[key])
     o = verdict.options
     params = {"alpha": o.alpha, "default_margin": o.default_margin, "throughput_min": o.throughput_min,
               "memory_max": o.memory_max, "scenario": o.scenario, "arms": len(verdict.arms)}
@@ -94,7 +94,7 @@ def log_verdict_run(client, record: VerdictRecord, folder: Path) -> str:
     try:
         client.log_batch(run_id, params=[Param(k, v) for k, v in record.params.items()],
                          metrics=[Metric(k, float(v), now, 0) for k, v in record.metrics.items()])
-        client.log_artifacts(run_id, str(folder), artifact_path="verdict")
+        client.log_artifacts(run_id, str(folder), artifact_path=names.VERDICT_ARTIFACT_DIR)
     except Exception:
         with contextlib.suppress(Exception):   # a store that answers again marks it; the next attempt ends it
             client.set_terminated(run_id, "FAILED")

@@ -12,6 +12,7 @@ import math
 from evalkit import names
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.functional.items import (
+    CONFIG_FILE,
     DOCUMENTED,
     FAIL,
     FAILURE_SOURCE,
@@ -49,7 +50,7 @@ def evalkit_process_group(jobs: dict[str, JobEvidence]) -> Item:
     job = jobs.get(PG)
     if item.status == PASS and job.config.get("distributed", {}).get("init_by", "evalkit") != "evalkit":
         return make_item(item.name, job, FAIL, "the job did not run with distributed.init_by=evalkit",
-                         "config/resolved.yaml")
+                         CONFIG_FILE)
     return item
 
 

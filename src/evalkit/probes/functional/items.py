@@ -22,11 +22,12 @@ REFUSED = re.compile(r"\bUnsupportedCombination\b:?\s*")
 # The kinds of evalkit.contract.UnsupportedCombination, as its message ends (`[refusal: <kind>, see <where>]`).
 DOCUMENTED, SUBSTITUTION = "documented-unsupported", "silent-substitution"
 REFUSAL_KIND = re.compile(r"\s*\[refusal: (documented-unsupported|silent-substitution)(?:, see ([^\]]+))?\]")
-STEPS_FILE = f"{names.RECORDS_DIR}/{names.STEPS_CSV_NAME}"
-VAL_FILE = f"{names.RECORDS_DIR}/{names.VAL_CSV_NAME}"
-SUMMARY_FILE = "evalkit/summary_rank0.json"
-EFFECTIVE_FILE = "evalkit/effective_config.json"
-FAILURE_SOURCE = f"tag {names.FAILURE_REASON}, failure/error_rank*.txt"
+# The artifacts an item's finding names as its source.
+STEPS_FILE, VAL_FILE = names.STEPS_CSV, names.VAL_CSV
+SUMMARY_FILE = f"{names.SPOOL_ARTIFACT_DIR}/{names.summary_file(0)}"
+EFFECTIVE_FILE = f"{names.SPOOL_ARTIFACT_DIR}/{names.EFFECTIVE_CONFIG_FILE}"
+CONFIG_FILE = f"{names.CONFIG_ARTIFACT_DIR}/{names.RESOLVED_CONFIG_FILE}"
+FAILURE_SOURCE = f"tag {names.FAILURE_REASON}, {names.FAILURE_ARTIFACT_DIR}/{names.error_file('*')}"
 # What each item asks of the wrapper, as a finding names it when it fails.
 ABILITIES = {
     "trains_to_max_steps": "train to max_steps",

@@ -21,14 +21,12 @@ from the jobs' resolved configs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from evalkit.names import STARTUP_MILESTONES as MILESTONES
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
 from evalkit.probes.performance import attribution
+from evalkit.probes.performance.arms import MEMORY_NOISE_MIB, ArmJob, Memory
 from evalkit.probes.performance.blocks import (
     REFERENCE_STEP_MS,
     Estimate,
@@ -41,45 +39,7 @@ from evalkit.probes.performance.blocks import (
 from evalkit.probes.performance.plan import BASELINE, PROFILE, WRAPPER, parse_name
 from evalkit.probes.performance.report import sections, startup_medians
 
-MIB = 2**20
-MEMORY_NOISE_MIB = 2.5      # copies with the baseline's memory differed by up to 2.2 MiB over 120 pairs (issue 31)
 DEFAULTS = {"budget": 0.05, "memory_budget": 0.10, "max_rounds": 512}
-
-
-@dataclass
-class ArmJob:
-    """One job as the judge reads it."""
-
-    name: str
-    depth: int
-    arm: str
-    job: JobEvidence
-    startup: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, job: JobEvidence) -> "ArmJob":
-        depth, arm = parse_name(job.name)
-        s = job.summary
-        return cls(job.name, depth, arm, job,
-                   {m: float(s[f"startup_{m}_s"]) for m in MILESTONES if s.get(f"startup_{m}_s") is not None})
-
-    @property
-    def finished(self) -> bool:
-        return self.job.status == "FINISHED"
-
-    @property
-    def turns(self) -> dict:
-        return self.job.summary.get("turns") or {}
-
-    @property
-    def train_mib(self) -> float | None:
-        value = self.job.summary.get("peak_mem_bytes")
-        return None if value is None else value / MIB
-
-    @property
-    def import_mib(self) -> float | None:
-        value = self.job.summary.get("import_rss_bytes")
-        return None if value is None else value / MIB
 
 
 def settings(jobs: list[JobEvidence]) -> dict:
@@ -113,7 +73,7 @@ def _attribution(profiles: dict[str, JobEvidence]) -> str | None:
     return "## Where the added time goes\n\n" + attribution.section(base.profile, wrap.profile, depth)
 
 
-def _judge(arms: list["ArmJob"], jobs: list[JobEvidence]) -> ProbeResult:
+def _judge(arms: list[ArmJob], jobs: list[JobEvidence]) -> ProbeResult:
     chosen = settings(jobs)
     budget, level = chosen["budget"], decision_level(int(chosen["max_rounds"]))
     result = ProbeResult("performance", passed=False, notes=[])
@@ -178,24 +138,6 @@ def _sizes(arms: list[ArmJob]) -> list[Size] | None:
         out.append(Size(depth, int(base.turns["steps_per_block"]), np.array(base.turns["blocks_s"][:n]),
                          np.array(wrap.turns["blocks_s"][:n])))
     return out or None
-
-
-@dataclass
-class Memory:
-    call: str               # within | outside | undecided | unmeasured
-    depth: int | None = None
-    baseline_mib: float | None = None
-    wrapper_mib: float | None = None
-    budget_mib: float | None = None
-
-    @property
-    def note(self) -> str:
-        if self.call == "unmeasured":
-            return "training memory not measured at the largest depth"
-        said = {"within": "within", "outside": "above", "undecided": "not decided against"}[self.call]
-        return (f"training memory at d{self.depth}: {self.wrapper_mib:.1f} MiB against the baseline's "
-                f"{self.baseline_mib:.1f} MiB ({self.wrapper_mib - self.baseline_mib:+.1f} MiB), {said} the budget of "
-                f"+{self.budget_mib:.1f} MiB (two runs of one program differ by up to {MEMORY_NOISE_MIB:g} MiB)")
 
 
 def _memory(arms: list[ArmJob], memory_budget: float) -> Memory:

@@ -3,14 +3,11 @@ training memory, start-up and the import footprint per arm."""
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING
 
 from evalkit.names import STARTUP_MILESTONES
+from evalkit.probes.performance.arms import ArmJob, Memory
 from evalkit.probes.performance.blocks import REFERENCE_STEP_MS, Estimate, Interval
 from evalkit.probes.performance.plan import BASELINE, WRAPPER
-
-if TYPE_CHECKING:
-    from evalkit.probes.performance.judge import ArmJob, Memory
 
 
 def _iv(p: Interval, scale: float = 1.0, digits: int = 3, sign: str = "") -> str:
@@ -18,7 +15,7 @@ def _iv(p: Interval, scale: float = 1.0, digits: int = 3, sign: str = "") -> str
             f"{p.high * scale:{sign}.{digits}f}]")
 
 
-def size_table(est: Estimate, arms: list["ArmJob"]) -> str:
+def size_table(est: Estimate, arms: list[ArmJob]) -> str:
     rows = ["| depth | steps per block | rounds | baseline ms/step | wrapper ms/step | added ms/step | step ratio | "
             "training MiB (baseline / wrapper) |", "|---|---|---|---|---|---|---|---|"]
     for w in est.sizes:
@@ -43,7 +40,7 @@ def fit_text(est: Estimate, budget: float) -> str:
             f"{est.rounds} rounds; the level every look of the run used); budget {100 * budget:g}%.")
 
 
-def startup_medians(arms: list["ArmJob"]) -> dict[str, dict[str, float]]:
+def startup_medians(arms: list[ArmJob]) -> dict[str, dict[str, float]]:
     """arm -> milestone -> median seconds since the process started (the jobs start two at a time, each on a core
     of its own)."""
     out: dict[str, dict[str, float]] = {}
@@ -55,7 +52,7 @@ def startup_medians(arms: list["ArmJob"]) -> dict[str, dict[str, float]]:
     return out
 
 
-def startup_table(arms: list["ArmJob"]) -> str:
+def startup_table(arms: list[ArmJob]) -> str:
     startup = startup_medians(arms)
     head = " | ".join(f"{m.replace('_', ' ')} s" for m in STARTUP_MILESTONES)
     rows = [f"| arm | {head} | import footprint MiB |", "|---" * (len(STARTUP_MILESTONES) + 2) + "|"]
@@ -67,7 +64,7 @@ def startup_table(arms: list["ArmJob"]) -> str:
     return "\n".join(rows)
 
 
-def sections(est: Estimate | None, arms: list["ArmJob"], budget: float, memory: "Memory | None") -> list[str]:
+def sections(est: Estimate | None, arms: list[ArmJob], budget: float, memory: Memory | None) -> list[str]:
     jobs = "\n".join(f"- {a.name}: {a.job.status}" + (f" ({a.job.failure_reason})" if a.job.failure_reason else "")
                      for a in sorted(arms, key=lambda a: (a.depth, a.arm)))
     out = []

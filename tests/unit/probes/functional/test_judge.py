@@ -334,12 +334,12 @@ def test_no_resume_is_planned_without_a_checkpoint_up_to_step_8():
 
 
 def test_the_probe_is_registered_with_its_dimension():
-    from evalkit.probes.registry import load_probe
+    from evalkit.probes.catalog import load_probe
 
     probe = load_probe("functional")
     assert (probe.name, probe.dimension, probe.timed) == ("functional", "functional", False)
     assert probe.task(probe_cfg()) == "mlp_regression"
-    assert probe.caliber(probe_cfg()).startswith("functional|hw=cpu|bs=16|steps=12|val=4|ckpt=4|resume@8")
+    assert probe.caliber(probe_cfg()).startswith("functional|hw=cpu|bs=16|steps=12|val=4|ckpt=4|resume_at=8")
 
 
 def test_no_threshold_is_absolute_and_the_notes_say_so():
