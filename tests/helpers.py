@@ -43,6 +43,20 @@ def compose_config(*overrides: str, hydra: bool = False):
         return compose("config", overrides=list(overrides), return_hydra_config=hydra)
 
 
+def numeric_settings(schema: type, prefix: str = "") -> list[str]:
+    """The keys of a schema's numeric settings (a number, a list of numbers, nullable or not), nested ones too."""
+    import dataclasses
+    import typing
+
+    out = []
+    for name, kind in typing.get_type_hints(schema).items():
+        if dataclasses.is_dataclass(kind):
+            out += numeric_settings(kind, f"{prefix}{name}.")
+        elif kind in (int, float, typing.Optional[int], typing.Optional[float], list[float], list[int]):
+            out.append(f"{prefix}{name}")
+    return out
+
+
 def store_uri(workdir) -> str:
     return f"sqlite:///{os.path.abspath(os.path.join(workdir, 'mlflow.db'))}"
 
@@ -470,14 +484,14 @@ FUNCTIONAL_RUNS = {"handwritten": ["trainer=baseline", "trainer.name=handwritten
 # history from FAKEWRAP_INDEX served by `fake_index`: online, then offline from the cache the online run wrote,
 # then unreachable with an empty cache (`maintenance_index`: the index and the cache of each).
 DEPRECATED = ["trainer=baseline", "trainer.name=deprecated", "trainer._target_=deprecated_loop.DeprecatedAdapter",
-              "trainer.distribution=fakewrap", "trainer.import_modules=[fakewrap]",
+              "trainer.requirements=[fakewrap]", "trainer.modules=[fakewrap]",
               "probe.maintenance.import_repeats=1", "probe.maintenance.max_deprecations=0",
               "probe.maintenance.candidates=[]"]
 # nothing: tests/planted/broken_loop.py (its standard run crashes) as fakewrap's leaf dependency `fake-leaf` (whose
 # requirements the installed torch meets), no module to import, the index unreachable with an empty cache: nothing
 # measured that a pass could rest on but its dependencies (issue 28).
 BROKEN = ["trainer=baseline", "trainer.name=broken", "trainer._target_=broken_loop.BrokenAdapter",
-          "trainer.distribution=fake-leaf", "trainer.import_modules=[]", "probe.maintenance.import_repeats=1",
+          "trainer.requirements=[fake-leaf]", "trainer.modules=[]", "probe.maintenance.import_repeats=1",
           "probe.maintenance.candidates=[]"]
 MAINTENANCE_RUNS = {"online": DEPRECATED, "offline": DEPRECATED + ["probe.maintenance.offline=true"],
                     "unreachable": DEPRECATED, "nothing": BROKEN}

@@ -2,9 +2,10 @@
 
 The primary config (`conf/config.yaml`) puts `evalkit_schema` first in its defaults list, so every
 group file and command-line override is merged into these dataclasses: an unknown key or a value of
-the wrong type fails at compose time with Hydra's own message. What the types cannot say (a key added
-with `+`, a value outside its range or its choices) `validate` reports before anything is recorded;
-`config_warnings` names valid settings that quietly lose a measurement.
+the wrong type fails at compose time with Hydra's own message. A task's and a probe's settings follow
+their own schema, which their YAML names (a probe's is in its package: evalkit.probes.catalog). What the
+types cannot say (a key added with `+`, a value outside its range or its choices) `validate` reports before
+anything is recorded; `config_warnings` names valid settings that quietly lose a measurement.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from evalkit.probes.catalog import probe_names, probe_with, probe_yamls, stored_schemas
 from evalkit.tasks.schemas import BUNDLED, TaskConfig, ThirdPartyTask, fit_problems
 
 
@@ -29,11 +31,11 @@ class TrainerConfig:
     _target_: str = MISSING          # import path of the adapter class
     name: str = MISSING
     mode: str = "aligned"            # aligned | defaults
-    extra: str = ""                  # the pip extra that installs the wrapper ("" for the baseline)
-    requires: list[str] = field(default_factory=list)  # modules that must be importable
     options: dict[str, Any] = field(default_factory=dict)  # wrapper-specific knobs
-    distribution: str = ""           # the wrapper's distribution on the package index ("" : none, the baseline)
-    import_modules: list[str] = field(default_factory=list)  # what a user imports to use it (import cost)
+    # What the wrapper needs, written once (evalkit.trainers): pip requirements, pinned, the wrapper's own first
+    # (versions recorded; none for the baseline), and the modules the adapter imports (checked, preloaded, timed)
+    requirements: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
     # probe=customization: the adapter classes adding a custom loss ("loss") and a custom callback ("callback")
     customizations: dict[str, str] = field(default_factory=dict)
 
@@ -137,49 +139,6 @@ class FaultsConfig:
 
 
 @dataclass
-class CustomizationLimits:
-    """probe=customization: the customizations' settings, and the cost a customization may have and pass."""
-
-    l1_weight: float = 0.5           # the custom loss's hyper-parameter: task loss + l1_weight * mean |output|
-    stop_at_step: int = 10           # the custom callback ends training after this many optimizer steps
-    max_line_ratio: float = 2.0      # logical lines of a customization / the baseline's for the same one (same run)
-    max_private: int = 0             # touches of a wrapper's private state (attributes, internal modules, patches)
-
-
-@dataclass
-class PerformanceSettings:
-    """probe=performance: how the arms take turns, when the measurement stops, and the budget it is judged by
-    (src/evalkit/probes/performance/; each figure's calibration is in its module's docstring)."""
-
-    depths: list[int] = field(default_factory=lambda: [2, 8, 32])   # the model sizes: task.depth of mlp_regression
-    hidden: int = 256                # ... every hidden layer this wide (task.hidden)
-    block_ms: float = 20.0           # the length of one block of optimizer steps (the baseline's), in ms
-    time_limit_s: float = 30.0       # the rounds of blocks stop here when nothing was decided before
-    max_rounds: int = 512            # ... or here (the last planned look)
-    budget: float = 0.05             # added time per step, as a fraction of a 100 ms step, that still passes
-    memory_budget: float = 0.10      # added training memory, as a fraction of the baseline's, that still passes
-
-
-@dataclass
-class MaintenanceLimits:
-    """probe=maintenance: what is measured, and the documented thresholds it is scored by (a team changes them)."""
-
-    max_deprecations: int = 3        # distinct deprecation/future warnings the wrapper's own code raised in a run
-    max_import_s: float = 6.0        # median seconds to import the wrapper in a fresh process (torch imported first)
-    max_import_mib: float = 400.0    # median resident MiB that importing it adds
-    max_dependencies: int = 40       # transitive dependencies it installs
-    max_install_mib: float = 600.0   # installed size of itself and its dependencies (torch excluded)
-    max_breaking_per_year: float = 2.0   # breaking releases in the last 365 days (major; minor for 0.x)
-    max_release_age_days: int = 365  # the installed version's age when it is not the latest
-    allow_core_upper_bounds: bool = False  # an upper bound on torch or numpy anywhere in its dependencies
-    import_repeats: int = 5          # fresh processes the import cost is the median of
-    index_url: str = "https://pypi.org/pypi"   # the package index's JSON API
-    cache_dir: str = "~/.cache/evalkit/index"  # release history cached here, with its date
-    offline: bool = False            # never ask the index: the cache (marked with its date) or "unavailable"
-    candidates: list[str] = field(default_factory=list)   # wrappers not installed whose requirements to read
-
-
-@dataclass
 class SweepConfig:
     # Re-running a sweep with resume=true skips every job whose resolved config (tracking settings aside, its
     # fingerprint) already has a FINISHED run in the store; FAILED and KILLED ones run again.
@@ -188,29 +147,26 @@ class SweepConfig:
 
 @dataclass
 class ProbeConfig:
-    """`probe=<name>` runs a probe (its jobs are child runs of one probe run) instead of one plain job."""
+    """`probe=<name>` runs a probe (its jobs are child runs of one probe run) instead of one plain job. A probe's
+    settings are its own: its conf/probe YAML names their schema, a subclass of this one in the probe's package
+    (evalkit.probes.catalog), whose `ranges` and `problems` `validate` applies; `probe=none` has no setting."""
 
-    name: str = "none"               # none | semantics | performance | consistency | functional | stability | ...
-    world_sizes: list[int] = field(default_factory=lambda: [1, 2])   # the world sizes the probe's jobs run at
-    clip: list[bool] = field(default_factory=lambda: [False, True])  # semantics: jobs without / with clipping
-    # semantics: the optimizers of the truth caliber's jobs: sgd (the jobs above, per world size) and adamw (one job
-    # with weight decay at the smallest world size: the optimizer's param groups and decay)
-    optimizers: list[str] = field(default_factory=lambda: ["sgd", "adamw"])
-    # semantics: one more SGD job at the smallest world size whose epochs are shorter than one accumulation window
-    short_epoch: bool = True
-    # performance: a baseline job and a wrapper job per model size, all alive at once and taking turns
-    # (probes/performance/schedule.py)
-    performance: PerformanceSettings = field(default_factory=PerformanceSettings)
-    seeds: int = 3                   # consistency: seeds per arm, each paired with the baseline's
-    switches: list[str] = field(default_factory=list)   # consistency: bf16_mixed | fp16_mixed | ws2, one at a time
-    long_steps: int = 0              # stability: optimizer steps of the long run (memory, logs); 0 = no long run
-    only: list[str] = field(default_factory=list)    # stability: only these items (kill_between, ...); [] = all
-    # stability: the long run's growth is judged against the baseline's long run beside it (probes/stability/
-    # longrun.py); these floors (KiB per 1,000 steps over the baseline's upper bound) ignore allocator noise
-    leak_kb_per_1k_steps: float = 256.0   # memory (calibrated in tests/unit/probes/stability/test_judge.py)
-    log_kb_per_1k_steps: float = 100.0    # logs
-    customization: CustomizationLimits = field(default_factory=CustomizationLimits)
-    maintenance: MaintenanceLimits = field(default_factory=MaintenanceLimits)
+    _target_: Optional[str] = None   # the probe's class (none: no probe)
+    name: str = "none"               # the `probe=<name>` choice
+
+    @staticmethod
+    def ranges() -> dict[str, Range]:
+        """The range of each numeric setting, by its key under `probe.`."""
+        return {}
+
+    @staticmethod
+    def problems(probe: DictConfig) -> list[str]:
+        """What the types and ranges cannot say (a list that must not be empty, a value outside its choices), one
+        line each, with the fix."""
+        return []
+
+
+PROBE_COMMON = tuple(f.name for f in dataclasses.fields(ProbeConfig))   # every probe's; the others are its own
 
 
 @dataclass
@@ -247,6 +203,8 @@ def register_configs() -> None:
     for name, schema in BUNDLED.items():      # named by each conf/task/<name>.yaml's defaults list
         cs.store(name=f"{name}_schema", node=schema)
     cs.store(group="task", name="third_party", node=ThirdPartyTask)   # `task=third_party task._target_=...`
+    for path, schema in stored_schemas().items():   # named by each conf/probe/<name>.yaml's defaults list
+        cs.store(name=path, node=schema)
 
 
 # ------------------------------------------------------------------ what the types cannot say
@@ -312,19 +270,6 @@ RANGES: dict[str, Range] = {
     "observe.warmup_steps": AT_LEAST_0, "observe.memory_every": AT_LEAST_0, "observe.call_profile": AT_LEAST_0,
     **{f"faults.{k}": AT_LEAST_0 for k in ("kill_after_step", "kill_in_save_after_step", "oom_at_step",
                                            "loss_error_at_step", "disk_full_at_step", "slow_forward_s")},
-    "probe.world_sizes": Range(1, items=True),
-    "probe.performance.depths": Range(1, items=True), "probe.performance.hidden": AT_LEAST_1,
-    "probe.performance.block_ms": POSITIVE,
-    "probe.performance.time_limit_s": POSITIVE, "probe.performance.max_rounds": Range(32),
-    "probe.performance.budget": POSITIVE, "probe.performance.memory_budget": POSITIVE,
-    "probe.seeds": AT_LEAST_1, "probe.long_steps": AT_LEAST_0, "probe.leak_kb_per_1k_steps": AT_LEAST_0,
-    "probe.log_kb_per_1k_steps": AT_LEAST_0,
-    "probe.customization.l1_weight": POSITIVE, "probe.customization.stop_at_step": AT_LEAST_1,
-    "probe.customization.max_line_ratio": AT_LEAST_1, "probe.customization.max_private": AT_LEAST_0,
-    **{f"probe.maintenance.{k}": AT_LEAST_0 for k in ("max_deprecations", "max_import_s", "max_import_mib",
-                                                     "max_dependencies", "max_install_mib", "max_breaking_per_year",
-                                                     "max_release_age_days")},
-    "probe.maintenance.import_repeats": AT_LEAST_1,
     "seed": Range(0, SEED_LIMIT, high_open=True), "repeat": Range(0, 2**63, high_open=True),
 }
 
@@ -332,7 +277,6 @@ RANGES: dict[str, Range] = {
 def choices() -> dict[str, tuple]:
     """The settings that take one of a few values, and those values."""
     from evalkit.adapter_class import MODES
-    from evalkit.probes.registry import probe_names
 
     return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),
             "train.schedule": ("constant", "linear", "cosine"), "train.model_mode": ("train", "eval"),
@@ -355,31 +299,19 @@ def validate(cfg: DictConfig) -> list[str]:
             *(fit_problems(cfg.task) if task_fits else []), *_probe_problems(cfg), *_node_problems(cfg)]
 
 
-SWITCHES = ("bf16_mixed", "fp16_mixed", "ws2")   # consistency stage 3: one switch away from fp32, one process
-
-
 def _probe_problems(cfg: DictConfig) -> list[str]:
-    """A probe's clip list must not be empty, its switches must be known (its world sizes, widths, repeats are
-    ranges: `RANGES`)."""
+    """The probe's own checks (its schema's `problems`), once every setting has a value."""
     probe = cfg.get("probe")
-    if probe is None or probe.name == "none":
+    if probe is None or OmegaConf.missing_keys(probe):
         return []
-    problems = ["probe.clip=[] runs no job: e.g. probe.clip=[false,true]"] if not probe.clip else []
-    odd = [o for o in probe.get("optimizers", []) if o not in ("sgd", "adamw")]
-    if odd or not probe.get("optimizers", ["sgd"]):
-        problems.append(f"probe.optimizers={list(probe.get('optimizers', []))}: choose among sgd, adamw "
-                        "(e.g. probe.optimizers=[sgd,adamw])")
-    unknown = [s for s in probe.switches if s not in SWITCHES]
-    if unknown:
-        problems.append(f"probe.switches: {', '.join(map(str, unknown))} is not a switch: choose among "
-                        f"{', '.join(SWITCHES)} (e.g. probe.switches=[bf16_mixed,ws2])")
-    from evalkit.probes.stability.plan import ITEM_JOBS  # the stability probe owns its items
+    return _schema(probe, ProbeConfig).problems(probe)
 
-    unknown = [i for i in probe.get("only", []) if i not in ITEM_JOBS]
-    if unknown:
-        problems.append(f"probe.only: {', '.join(map(str, unknown))} is not a stability item: choose among "
-                        f"{', '.join(ITEM_JOBS)} (e.g. probe.only=[kill_between,out_of_memory])")
-    return problems
+
+def _ranges(cfg: DictConfig) -> dict[str, Range]:
+    """RANGES, and those of the probe's settings (its schema's `ranges`)."""
+    probe = cfg.get("probe")
+    own = _schema(probe, ProbeConfig).ranges() if probe is not None else {}
+    return {**RANGES, **{f"probe.{key}": allowed for key, allowed in own.items()}}
 
 
 def _node_problems(cfg: DictConfig) -> list[str]:
@@ -432,7 +364,8 @@ def _unknown_keys(node: DictConfig, schema: type, prefix: str) -> Iterator[str]:
     types = typing.get_type_hints(schema)
     for key in node:
         if key not in types:
-            yield _unknown_key_message(f"{prefix}{key}", prefix, list(types))
+            yield (not_a_probe_setting(f"{prefix}{key}", node) if prefix == "probe."
+                   else _unknown_key_message(f"{prefix}{key}", prefix, list(types)))
         elif (not OmegaConf.is_missing(node, key) and isinstance(node[key], DictConfig)
               and dataclasses.is_dataclass(sub := _schema(node[key], types[key]))):
             yield from _unknown_keys(node[key], sub, f"{prefix}{key}.")
@@ -445,15 +378,41 @@ def _unknown_key_message(path: str, prefix: str, known: list[str]) -> str:
     return f"{path} is not a setting (evalkit would ignore it): {fix}"
 
 
-def closest_key(path: str) -> str | None:
+def not_a_probe_setting(path: str, probe: DictConfig) -> str:
+    """`probe.<key>` that the probe's schema lacks: whose setting it is (another probe's), or the nearest of its own."""
+    name, key = probe.get("name"), path.removeprefix("probe.")
+    own = [k for k in typing.get_type_hints(_schema(probe, ProbeConfig)) if k not in PROBE_COMMON]
+    has = f"probe={name} has {', '.join(own)}" if own else f"probe={name} has no settings"
+    others = [other for other in probe_with(key) if other != name]
+    if others:
+        return (f"{path} is a setting of {' and '.join(f'probe={o}' for o in others)}, not of probe={name} ({has}): "
+                "remove it, or run that probe")
+    close = difflib.get_close_matches(key.split(".")[0], own, n=1)
+    return f"{path} is not a setting of probe={name}: " + (f"did you mean probe.{close[0]}?" if close
+                                                            else f"remove it ({has})")
+
+
+def not_a_setting(path: str, parent: Any = None) -> str | None:
+    """What to say of `path`, a key the composed config lacks, where Hydra's error names it and the node `parent`
+    that lacks it: whose setting it is, or the nearest valid key; None when neither is known."""
+    if path.count(".") == 1 and path.startswith("probe.") and isinstance(parent, DictConfig):
+        return not_a_probe_setting(path, parent)
+    own = _schema(parent, None) if path.startswith("probe.") else None   # a probe's own group of settings
+    close = closest_key(path, own)
+    return f"{path} is not a setting: did you mean {close}?" if close else None
+
+
+def closest_key(path: str, schema: Any = None) -> str | None:
     """The schema's key nearest to `path` in the same group (`train.max_step` -> `train.max_steps`), or None.
-    Under `task.`, only the keys every task has: each task's own are in its schema (`evalkit.tasks.schemas`)."""
+    `schema`: that group's, when known (a probe's own); else found from EvalkitConfig, where under `task.` only the
+    keys every task has are (each task's own are in its schema: `evalkit.tasks.schemas`)."""
     *groups, name = path.split(".")
-    schema: Any = EvalkitConfig
-    for group in groups:
-        schema = typing.get_type_hints(schema).get(group)
-        if not dataclasses.is_dataclass(schema):
-            return None
+    if schema is None:
+        schema = EvalkitConfig
+        for group in groups:
+            schema = typing.get_type_hints(schema).get(group)
+            if not dataclasses.is_dataclass(schema):
+                return None
     close = difflib.get_close_matches(name, list(typing.get_type_hints(schema)), n=1)
     return ".".join([*groups, close[0]]) if close else None
 
@@ -480,7 +439,7 @@ def _choice_problems(cfg: DictConfig) -> Iterator[str]:
 
 
 def _range_problems(cfg: DictConfig) -> Iterator[str]:
-    for key, allowed in RANGES.items():
+    for key, allowed in _ranges(cfg).items():
         value = _select(cfg, key, absent=_ABSENT)
         if value is not _ABSENT and not allowed.allows(value):
             yield (f"{key}={_show(value)} is out of range (allowed: {allowed}): "
@@ -488,11 +447,15 @@ def _range_problems(cfg: DictConfig) -> Iterator[str]:
 
 
 def _example(cfg: DictConfig, key: str) -> str:
-    """`, e.g. key=<its default>`: the schema's default, or for a task's key its bundled YAML's value."""
+    """`, e.g. key=<its default>`: the schema's default, or for a task's or a probe's key the value its bundled YAML
+    gives it."""
     value = _select(_defaults(), key, absent=_ABSENT)
     if value is _ABSENT and key.startswith("task.") and "task" in cfg:
         name = next((n for n, s in BUNDLED.items() if s is OmegaConf.get_type(cfg.task)), None)
         value = _select(bundled_task(name), key.removeprefix("task."), absent=_ABSENT) if name else _ABSENT
+    if value is _ABSENT and key.startswith("probe.") and "probe" in cfg:
+        written = probe_yamls().get(cfg.probe.get("name"))
+        value = _select(written, key.removeprefix("probe."), absent=_ABSENT) if written is not None else _ABSENT
     return "" if value is _ABSENT else f", e.g. {key}={_show(value)}"
 
 

@@ -20,18 +20,19 @@ LAUNCHER_MODULES = ("joblib", "loky", "submitit", "hydra_plugins")
 
 def one_line(exc: BaseException) -> str:
     """Hydra's error and its causes on one line, without the hints that do not apply here; a mistyped key gets
-    the nearest valid one."""
+    the nearest valid one, another probe's setting the probe it belongs to."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-    from evalkit.config import closest_key
+    from evalkit.config import not_a_setting
 
     chain = [exc]
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
     for error in chain:
         key = getattr(error, "full_key", None) if isinstance(error, (ConfigAttributeError, ConfigKeyError)) else None
-        if key and closest_key(key):
-            return f"{key} is not a setting: did you mean {closest_key(key)}?"
+        said = not_a_setting(key, getattr(error, "parent_node", None)) if key else None
+        if said:
+            return said
     text = "\n".join(str(error).split("Config search path")[0] for error in chain)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     said = " ".join(line for line in lines if not line.startswith(_HYDRA_NOISE))

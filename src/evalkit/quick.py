@@ -10,7 +10,8 @@ multirun, one MLflow parent run), then prints the verdict table and writes the r
 
 Then every probe evalkit has runs for every wrapper (both modes, `aligned` and `defaults`, except where the
 preset says otherwise), one multirun per probe under the same sweep id; the verdict reads them all. The presets
-(what each runs, at which settings) are in evalkit/presets.py.
+(what each runs, at which settings) are in evalkit/presets.py, each probe's part beside the probe (the `PRESETS` of
+its settings module).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from evalkit.controller.tracking import display_uri, resolve_uri
 from evalkit.controller.warm import close_all
 from evalkit.hydra_errors import one_line, sweep_jobs
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
-from evalkit.probes.registry import probe_names
+from evalkit.probes.catalog import probe_names, probe_with
 from evalkit.trainers import installed_trainers
 
 
@@ -49,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     shown.add_argument("--plain", action="store_true",
                        help="progress as plain lines (the default on a terminal rewrites one line per job; "
                             "plain is also what a pipe, a log file or CI gets)")
-    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every job (after --)")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every job (after --); a probe's "
+                                                     "setting (probe.<key>=...) for that probe's jobs only")
     args = parser.parse_args(argv)
     progress = "quiet" if args.quiet else "plain" if args.plain else "auto"
     if progress != "auto":
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     preset = PRESETS["thorough" if args.thorough else "quick"]
     args.seeds = preset.seeds if args.seeds is None else args.seeds
 
-    problem = argument_problem(args.seeds, args.scenario) or probes_problem(args.probes)
+    problem = argument_problem(args.seeds, args.scenario) or probes_problem(args.probes, args.overrides)
     if problem:
         print(f"evalkit-eval: {problem}", file=sys.stderr)
         return 2
@@ -73,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit-eval: cannot run {hints}", file=sys.stderr)
         return 2
     wrappers, probes = [t for t in trainers if t != "baseline"], selected_probes(args.probes)
-    problems = job_problems(sweep_overrides(preset, trainers, [args.seeds - 1], args.overrides))
+    problems = job_problems(sweep_overrides(preset, trainers, [args.seeds - 1], for_sweep(args.overrides, None)))
     for probe in probes if wrappers else []:
-        problems = problems or job_problems(probe_overrides(probe, plan_for(preset, probe), wrappers, args.overrides))
+        problems = problems or job_problems(probe_overrides(probe, plan_for(preset, probe), wrappers,
+                                                            for_sweep(args.overrides, probe)))
     if problems:
         for problem in problems:
             print(f"evalkit-eval: {problem}", file=sys.stderr)
@@ -89,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     jobs = len(trainers) * args.seeds * len(preset.tasks)
     say(progress, f"evalkit-eval: {preset.name}: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds x "
                   f"{', '.join(preset.tasks)}), sweep {sweep}, store {display_uri(uri)}")
-    say(progress, f"evalkit-eval: plan: {plan_text(jobs, probe_jobs(preset, probes, len(wrappers)))}")
+    say(progress, f"evalkit-eval: plan: {plan_text(jobs, probe_jobs(preset, probes, len(wrappers)), preset)}")
     # Every sweep runs in this process, one after another (evalkit.cli.run_sweep): evalkit's start is paid once and
     # the warm worker servers of the training sweep serve every probe's (each job still a fresh fork).
     with sweep_environment(sweep, uri):
         started = time.monotonic()
-        train = run_sweep([*sweep_overrides(preset, trainers, range(args.seeds), args.overrides), *quiet_hydra])
+        train = run_sweep([*sweep_overrides(preset, trainers, range(args.seeds), for_sweep(args.overrides, None)),
+                           *quiet_hydra])
         if train >= INTERRUPTED:
             return train
         if train and not jobs_recorded(uri, sweep):
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         for probe in probes if wrappers else []:
             started, plan = time.monotonic(), plan_for(preset, probe)
             say(progress, f"evalkit-eval: probe {probe} for {', '.join(wrappers)} in {' and '.join(plan.modes)} mode")
-            code = run_sweep([*probe_overrides(probe, plan, wrappers, args.overrides), *quiet_hydra])
+            code = run_sweep([*probe_overrides(probe, plan, wrappers, for_sweep(args.overrides, probe)), *quiet_hydra])
             if code >= INTERRUPTED:
                 return code
             probed = probed or code
@@ -154,16 +158,13 @@ def argument_problem(seeds: int, scenario: str) -> str | None:
     return None
 
 
-# Wall time on a 2-core machine like the one evalkit is developed on; an estimate, not a promise: the sweep's own
-# progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-03 21:00 (11 min 28 s,
-# workers forked from warm servers, the performance probe's jobs taking turns; issues 30, 31): each sweep's seconds
-# per job (a probe's measuring included), what the sweeps' own totals leave out of the whole (each sweep's start: a
-# new `evalkit` process, its imports, Hydra) and the verdict.
 INTERRUPTED = 128     # an exit code from here up: the sweep was stopped by a signal (Ctrl-C), nothing more runs
-TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 3.1, 4.0, 25.0
-PROBE_JOB_S = {"semantics": 1.1, "performance": 5.5, "consistency": 2.2, "functional": 1.5, "stability": 1.1,
-               "customization": 5.7, "maintenance": 7.8}
-OTHER_PROBE_JOB_S = 3.0     # a probe not measured here (a new one)
+# Wall time on a 2-core machine like the one evalkit is developed on; an estimate, not a promise: the sweep's own
+# progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-05 08:18 (6 min 18 s,
+# every sweep in one process, workers forked from warm servers; issue 30): the training sweep's seconds per job, each
+# sweep's start (Hydra composing it; evalkit's own start is paid once) and the verdict. A probe's seconds per job are
+# its preset's (`ProbePlan.job_s`, beside the probe).
+TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 2.4, 1.0, 8.0
 
 
 def probe_jobs(preset: Preset, probes: list[str], wrappers: int) -> dict[str, tuple[int, int]]:
@@ -176,14 +177,14 @@ def probe_jobs(preset: Preset, probes: list[str], wrappers: int) -> dict[str, tu
     return out
 
 
-def plan_text(train_jobs: int, probes: dict[str, tuple[int, int]]) -> str:
+def plan_text(train_jobs: int, probes: dict[str, tuple[int, int]], preset: Preset) -> str:
     """`12 training jobs (~1 min), semantics 10 runs / 40 jobs (~4 min), ..., then the verdict: about 6 min in
     all`."""
     train = SWEEP_START_S + train_jobs * TRAIN_JOB_S
     parts = [f"{train_jobs} training jobs (~{time_left(train)})"]
     total = train + VERDICT_S
     for probe, (runs, jobs) in probes.items():
-        seconds = SWEEP_START_S + jobs * PROBE_JOB_S.get(probe, OTHER_PROBE_JOB_S)
+        seconds = SWEEP_START_S + jobs * plan_for(preset, probe).job_s
         parts.append(f"{probe} {runs} runs / {jobs} jobs (~{time_left(seconds)})")
         total += seconds
     return ", ".join(parts) + f", then the verdict: about {time_left(total)} in all"
@@ -195,12 +196,34 @@ def selected_probes(option: str) -> list[str]:
     return [] if option == "none" else option.split(",")
 
 
-def probes_problem(option: str) -> str | None:
+def probes_problem(option: str, overrides: list[str] = ()) -> str | None:
+    """What is wrong with `--probes` and the probe settings after `--` (each must be a setting of a probe that
+    runs), or None."""
     unknown = [p for p in selected_probes(option) if p not in probe_names()]
     if unknown:
         return (f"--probes {option}: {', '.join(unknown)} is not a probe; "
                 f"choose from all, none, {', '.join(probe_names())}")
+    for override in overrides:
+        key = _probe_setting(override)
+        owners = probe_with(key) if key is not None else []
+        if key is not None and not owners:
+            return f"{override}: no probe has this setting"
+        if key is not None and not set(owners) & set(selected_probes(option)):
+            return (f"{override}: a setting of {' or '.join(f'probe={p}' for p in owners)}, which --probes {option} "
+                    "does not run")
     return None
+
+
+def for_sweep(overrides: list[str], probe: str | None) -> list[str]:
+    """The overrides after `--` that one sweep takes (`probe`: the probe it runs; None: the training sweep): a
+    probe's setting (`probe.<key>=...`) only the sweeps of the probes that have it, anything else every sweep."""
+    return [o for o in overrides if (key := _probe_setting(o)) is None or probe in probe_with(key)]
+
+
+def _probe_setting(override: str) -> str | None:
+    """`seeds` for `probe.seeds=2` (or `+probe.seeds=2`); None for an override of anything else."""
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key.removeprefix("probe.") if key.startswith("probe.") else None
 
 
 def store_uri(overrides: list[str]) -> str:
@@ -245,7 +268,7 @@ def jobs_recorded(uri: str, sweep: str) -> int:
     try:
         client = MlflowClient(uri)
         experiments = [e.experiment_id for e in client.search_experiments()]
-        query = f"tags.`evalkit.role` = 'job' and tags.`evalkit.sweep_id` = '{sweep}'"
+        query = f"tags.`{names.ROLE}` = '{names.ROLE_JOB}' and tags.`{names.SWEEP_ID}` = '{sweep}'"
         return len(client.search_runs(experiments, query, max_results=1))
     except Exception:  # noqa: BLE001 - an unreadable store holds nothing to judge either
         return 0

@@ -1,5 +1,6 @@
-"""One probe of each kind on one adapter, end to end: `evalkit -m probe=<all seven> trainer=baseline` at the
-smallest settings each probe accepts, one multirun into one store (about 3 minutes here), read back.
+"""One probe of each kind on one adapter, end to end: `evalkit -m probe=<each probe found> trainer=baseline`, each
+at the smallest settings it accepts (a probe's settings are its own), every multirun into one store and one sweep id
+(about 3 minutes here), read back.
 
 The baseline is the adapter whose every outcome is known (the e2e probe tests plant the wrong ones): each probe
 passes with its evidence recorded, and the stability probe's kills and resumes continue bit for bit (the smoke
@@ -14,17 +15,24 @@ import pytest
 from helpers import ok, run_evalkit, store_uri
 
 from evalkit import names
+from evalkit.probes.catalog import probe_names
 
-PROBES = ["semantics", "consistency", "performance", "functional", "stability", "customization", "maintenance"]
-SMALLEST = ["probe.world_sizes=[1]", "probe.clip=[false]", "probe.seeds=2", "probe.performance.depths=[2]",
-            "probe.performance.max_rounds=32", "probe.maintenance.import_repeats=1", "probe.maintenance.offline=true"]
+PROBES = probe_names()
+SWEEP = "smoke-probes"
+# Each probe's smallest settings (a probe not named here runs at its own).
+SMALLEST = {"semantics": ["probe.world_sizes=[1]", "probe.clip=[false]"], "consistency": ["probe.seeds=2"],
+            "performance": ["probe.performance.depths=[2]", "probe.performance.max_rounds=32"],
+            "stability": ["probe.world_sizes=[1]"],
+            "maintenance": ["probe.maintenance.import_repeats=1", "probe.maintenance.offline=true"]}
 
 
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("probes")
-    ok(run_evalkit(workdir, f"probe={','.join(PROBES)}", "trainer=baseline", *SMALLEST,
-                   f"probe.maintenance.cache_dir={workdir / 'index'}", multirun=True, timeout=1200))
+    cache = {"maintenance": [f"probe.maintenance.cache_dir={workdir / 'index'}"]}
+    for probe in PROBES:
+        ok(run_evalkit(workdir, f"probe={probe}", "trainer=baseline", *SMALLEST.get(probe, []), *cache.get(probe, []),
+                       multirun=True, timeout=1200, env={names.SWEEP_NAME_ENV: SWEEP}))
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(store_uri(workdir))
@@ -41,8 +49,8 @@ def probed(tmp_path_factory):
 def test_each_probe_ran_once_into_one_sweep_with_its_jobs_as_children(probed):
     client, exp, results = probed
     assert sorted(results) == sorted(PROBES)
-    parents = {run.data.tags.get("mlflow.parentRunId") for run, _ in results.values()}
-    assert len(parents) == 1 and None not in parents              # one multirun: one sweep parent
+    assert {run.data.tags[names.SWEEP_ID] for run, _ in results.values()} == {SWEEP}    # one sweep id
+    assert None not in {run.data.tags.get("mlflow.parentRunId") for run, _ in results.values()}   # each multirun's
     for dimension, (run, result) in results.items():
         assert run.info.status == "FINISHED", dimension
         assert run.data.tags[names.TRAINER] == "baseline" and run.data.tags[names.MODE] == "aligned"

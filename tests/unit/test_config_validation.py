@@ -5,18 +5,17 @@ refusal kind and one `evalkit-eval` process show the user-facing behaviour end t
 """
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import sys
-import typing
 
 import pytest
-from helpers import compose_config
+from helpers import compose_config, numeric_settings
 
 from evalkit import quick
 from evalkit.config import RANGES, SEED_LIMIT, EvalkitConfig, config_warnings, register_configs, validate
 from evalkit.presets import QUICK
 from evalkit.tasks.schemas import BUNDLED
+from evalkit.trainers import bundled_trainers
 
 register_configs()
 
@@ -27,7 +26,7 @@ def problems(*overrides: str) -> list[str]:
 
 # ------------------------------------------------------------------ item 4 and 20: ranges
 def test_the_bundled_configs_are_valid():
-    for group, names in (("trainer", ("baseline", "lightning", "fabric", "accelerate", "hf_trainer", "ignite")),
+    for group, names in (("trainer", tuple(bundled_trainers())),
                          ("task", ("mlp_regression", "cnn_classification", "tiny_lm")),
                          ("precision", ("fp32", "bf16_mixed", "fp16_mixed")), ("hardware", ("cpu", "cuda", "auto")),
                          ("distributed", ("none", "ddp")), ("tracking", ("local", "server"))):
@@ -82,18 +81,9 @@ def test_a_huge_seed_and_an_empty_training_set_name_the_setting():    # item 20
                                           "range, e.g. task.n_train=2048"]
 
 
-def _numeric_fields(schema: type, prefix: str = "") -> list[str]:
-    out = []
-    for name, kind in typing.get_type_hints(schema).items():
-        if dataclasses.is_dataclass(kind):
-            out += _numeric_fields(kind, f"{prefix}{name}.")
-        elif kind in (int, float, typing.Optional[int], typing.Optional[float], list[float], list[int]):
-            out.append(f"{prefix}{name}")
-    return out
-
-
 def test_every_numeric_setting_of_the_schema_has_a_range():
-    fields = {*_numeric_fields(EvalkitConfig), *(f for schema in BUNDLED.values() for f in _numeric_fields(
+    """A probe's own settings: their ranges are its schema's (tests/unit/probes/test_catalog.py)."""
+    fields = {*numeric_settings(EvalkitConfig), *(f for schema in BUNDLED.values() for f in numeric_settings(
         schema, "task."))}                       # each task's settings are its own schema's
     assert "train.grad_clip" in fields and "task.n_train" in fields and "task.n_heads" in fields and "seed" in fields
     assert sorted(fields) == sorted(RANGES)
@@ -250,6 +240,17 @@ def test_eval_composes_every_job_and_validates_it():
     assert check("train.lr=[1")[0].startswith("bad override: ")
     assert check("+train.max_step=5") == ["invalid config: train.max_step is not a setting (evalkit would ignore "
                                           "it): did you mean train.max_steps?"]
+
+
+def test_eval_gives_a_probes_setting_only_to_the_sweeps_of_the_probes_that_have_it():
+    overrides = ["probe.seeds=2", "+probe.world_sizes=[1]", "train.lr=0.01"]
+    assert quick.for_sweep(overrides, None) == ["train.lr=0.01"]                 # the training sweep: no probe
+    assert quick.for_sweep(overrides, "consistency") == ["probe.seeds=2", "train.lr=0.01"]
+    assert quick.for_sweep(overrides, "stability") == ["+probe.world_sizes=[1]", "train.lr=0.01"]
+    assert quick.probes_problem("all", overrides) is None
+    assert quick.probes_problem("semantics", overrides) == ("probe.seeds=2: a setting of probe=consistency, which "
+                                                            "--probes semantics does not run")
+    assert quick.probes_problem("all", ["probe.seedz=2"]) == "probe.seedz=2: no probe has this setting"
 
 
 def test_eval_stops_when_the_sweep_fails_before_any_job_is_recorded(tmp_path, monkeypatch, capsys):

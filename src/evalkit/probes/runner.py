@@ -24,9 +24,9 @@ from evalkit.controller import tracking
 from evalkit.controller.job import JobResult, reuse_finished, run_job, run_tags
 from evalkit.controller.progress import say
 from evalkit.probes.base import PlannedJob, Probe
+from evalkit.probes.catalog import probe_from
 from evalkit.probes.evidence import JobEvidence, load_job, save_fixture
 from evalkit.probes.findings import ProbeResult
-from evalkit.probes.registry import load_probe
 from evalkit.strict_json import finite_only
 
 
@@ -72,7 +72,7 @@ def bundled_trainer_config(name: str) -> DictConfig:
 class ProbeRun:
     def __init__(self, cfg: DictConfig, run_dir: str):
         self.cfg, self.run_dir = cfg, os.path.abspath(run_dir)
-        self.probe = load_probe(cfg.probe.name)
+        self.probe = probe_from(cfg.probe._target_)
         self.uri = tracking.resolve_uri(cfg.tracking.uri)
         self.client = tracking.open_client(self.uri)
         self.run_id: str | None = None
@@ -84,7 +84,7 @@ class ProbeRun:
         tags.update({names.PROBE: probe.name, names.TASK: probe.task(cfg), names.CALIBER: probe.caliber(cfg),
                      names.SEED: None, names.REPEAT: None, names.WORLD_SIZE: None, names.VAL_METRIC_MARGIN: None})
         if os.environ.get(names.PARENT_RUN_ENV):
-            tags["mlflow.parentRunId"] = os.environ[names.PARENT_RUN_ENV]
+            tags[names.MLFLOW_PARENT_RUN] = os.environ[names.PARENT_RUN_ENV]
         tags[names.MLFLOW_NOTE] = self.note("running")
         name = f"probe-{probe.name}-{cfg.trainer.name}-{cfg.trainer.mode}"
         adopted = os.environ.pop("MLFLOW_RUN_ID", None) if not os.environ.get(names.PARENT_RUN_ENV) else None
@@ -191,15 +191,16 @@ class ProbeRun:
         tracking.set_tags(client, run_id, tags)
         title = f"{self.probe.name} probe: {self.cfg.trainer.name}/{self.cfg.trainer.mode}"
         with tempfile.TemporaryDirectory() as tmp:
-            for name, text in ((f"{dim}.json", result.to_json()), (f"{dim}.md", result.to_markdown(title))):
+            for name, text in ((names.probe_result_file(dim), result.to_json()),
+                               (names.probe_report_file(dim), result.to_markdown(title))):
                 with open(os.path.join(tmp, name), "w") as fh:
                     fh.write(text)
                 client.log_artifact(run_id, os.path.join(tmp, name), names.PROBE_ARTIFACT_DIR)
-            evidence = os.path.join(tmp, f"{dim}_evidence.json")
+            evidence = os.path.join(tmp, names.probe_evidence_file(dim))
             save_fixture(jobs, evidence)
             client.log_artifact(run_id, evidence, names.PROBE_ARTIFACT_DIR)
             if measured is not None:
-                path = os.path.join(tmp, f"{dim}_measured.json")
+                path = os.path.join(tmp, names.probe_measured_file(dim))
                 with open(path, "w") as fh:
                     json.dump(finite_only(measured), fh, indent=1, default=str)
                 client.log_artifact(run_id, path, names.PROBE_ARTIFACT_DIR)
@@ -236,7 +237,7 @@ def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
             path = os.path.join(tmp, "probe_traceback.txt")
             with open(path, "w") as fh:
                 fh.write(traceback.format_exc())
-            runner.client.log_artifact(run_id, path, "failure")
+            runner.client.log_artifact(run_id, path, names.FAILURE_ARTIFACT_DIR)
         runner.client.set_terminated(run_id, "FAILED")
         return JobResult(run_id, False, reason, "FAILED")
     runner.client.set_terminated(run_id, "FINISHED")

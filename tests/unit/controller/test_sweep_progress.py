@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evalkit.controller.sweep import planned_jobs, progress_line
+from evalkit.presets import QUICK
 from evalkit.quick import plan_text
 
 
@@ -38,15 +39,15 @@ def test_progress_counts_failures_and_estimates_the_time_left():
 
 
 def test_the_quick_evaluation_states_its_plan():
-    # per probe its own seconds per job, each sweep its start (a new evalkit process), measured (quick.py)
-    assert plan_text(12, {"semantics": (10, 40), "performance": (5, 30)}) == (
-        "12 training jobs (~41 s), semantics 10 runs / 40 jobs (~48 s), performance 5 runs / 30 jobs (~3 min), "
-        "then the verdict: about 5 min in all")
-    assert plan_text(6, {}) == "6 training jobs (~23 s), then the verdict: about 48 s in all"
-    # the quick evaluation of issue 31's measurement: 11 min 28 s measured
+    # per probe its preset's seconds per job (beside the probe), each sweep its start, measured (quick.py)
+    assert plan_text(12, {"semantics": (10, 40), "performance": (5, 30)}, QUICK) == (
+        "12 training jobs (~30 s), semantics 10 runs / 40 jobs (~37 s), performance 5 runs / 30 jobs (~2 min), "
+        "then the verdict: about 3 min in all")
+    assert plan_text(6, {}, QUICK) == "6 training jobs (~15 s), then the verdict: about 23 s in all"
+    # the quick evaluation of issue 30's measurement, five wrappers: 6 min 18 s measured
     assert plan_text(18, {"semantics": (10, 60), "performance": (5, 30), "consistency": (5, 20),
                           "functional": (5, 35), "stability": (5, 65), "customization": (5, 10),
-                          "maintenance": (5, 15)}).endswith("about 11 min in all")
+                          "maintenance": (5, 15)}, QUICK).endswith("about 7 min in all")
 
 
 def test_each_preset_plans_every_probe_with_its_own_settings():

@@ -10,8 +10,8 @@ from evalkit.analysis.arms import group_arms
 from evalkit.analysis.records import RunRecord
 from evalkit.config import validate
 from evalkit.probes.base import PlannedJob
+from evalkit.probes.catalog import load_probe
 from evalkit.probes.evidence import JobEvidence
-from evalkit.probes.registry import load_probe
 from evalkit.probes.runner import ProbeRun, probe_job_config
 from evalkit.probes.semantics.plan import TRUTH_CALIBER
 
@@ -50,8 +50,8 @@ def test_probe_settings_are_checked_before_anything_runs(compose):
         "e.g. probe.world_sizes=[1,2]"]
     assert validate(compose("probe=semantics", "probe.clip=[]")) == [
         "probe.clip=[] runs no job: e.g. probe.clip=[false,true]"]
-    assert ("probe.name=semantic is not one of none, semantics, performance, consistency, functional, stability, "
-            "customization, maintenance: did you mean probe.name=semantics?") in validate(
+    assert ("probe.name=semantic is not one of none, consistency, customization, functional, maintenance, "
+            "performance, semantics, stability: did you mean probe.name=semantics?") in validate(
         compose("probe=semantics", "probe.name=semantic"))
 
 

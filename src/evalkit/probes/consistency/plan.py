@@ -33,7 +33,7 @@ PRECISION_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
 
 
 class JobKey(NamedTuple):
-    switch: str     # fp32 (the reference) or one of config.SWITCHES
+    switch: str     # fp32 (the reference) or one of settings.SWITCHES
     seed: int
     arm: str        # WRAPPER | BASELINE
 

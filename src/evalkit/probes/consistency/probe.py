@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from evalkit.caliber import caliber_tag
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.consistency.plan import CALIBER, TASK, job_name, planned_jobs
 from evalkit.probes.evidence import JobEvidence
@@ -18,9 +19,9 @@ class ConsistencyProbe:
         return TASK
 
     def caliber(self, cfg: DictConfig) -> str:
-        switches = ",".join(cfg.probe.switches) or "none"
-        return (f"consistency|hw={cfg.hardware.name}|bs={CALIBER['train.batch_size']}"
-                f"|steps={CALIBER['train.max_steps']}|prec=fp32|ws=1|seeds={cfg.probe.seeds}|switches={switches}")
+        return caliber_tag("consistency", hw=cfg.hardware.name, bs=CALIBER["train.batch_size"],
+                           steps=CALIBER["train.max_steps"], prec="fp32", ws=1, seeds=cfg.probe.seeds,
+                           switches=list(cfg.probe.switches) or "none")
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """Every job at once (none depends on another's evidence); nothing once they ran."""

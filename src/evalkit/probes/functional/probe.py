@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from evalkit.caliber import caliber_tag
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
@@ -30,9 +31,9 @@ class FunctionalProbe:
         return TASK
 
     def caliber(self, cfg: DictConfig) -> str:
-        return (f"functional|hw={cfg.hardware.name}|bs={CALIBER['train.batch_size']}"
-                f"|steps={CALIBER['train.max_steps']}|val={CALIBER['train.val_every']}"
-                f"|ckpt={CALIBER['train.ckpt_every']}|resume@{RESUME_AT}|prec=fp32,{','.join(PRECISIONS)}|ws=1,2")
+        return caliber_tag("functional", hw=cfg.hardware.name, bs=CALIBER["train.batch_size"],
+                           steps=CALIBER["train.max_steps"], val=CALIBER["train.val_every"],
+                           ckpt=CALIBER["train.ckpt_every"], resume_at=RESUME_AT, prec=("fp32", *PRECISIONS), ws=(1, 2))
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """Phase 1 at once; then the resume, whose checkpoint copy needs the plain job's listing."""

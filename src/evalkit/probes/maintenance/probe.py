@@ -7,14 +7,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalkit.caliber import caliber_tag
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
 from evalkit.probes.functional.plan import CALIBER as STANDARD
 from evalkit.probes.functional.plan import ONE_PROCESS
-
-TASK = "mlp_regression"
-STANDARD_RUN = "standard"
+from evalkit.probes.maintenance.plan import STANDARD_RUN, TASK
 
 
 class MaintenanceProbe:
@@ -27,9 +26,9 @@ class MaintenanceProbe:
 
     def caliber(self, cfg: DictConfig) -> str:
         limits = cfg.probe.maintenance
-        return (f"maintenance|hw={cfg.hardware.name}|standard run: steps={STANDARD['train.max_steps']},"
-                f"val+ckpt every {STANDARD['train.val_every']}|imports x{limits.import_repeats}"
-                f"|index={'offline' if limits.offline else limits.index_url}")
+        return caliber_tag("maintenance", hw=cfg.hardware.name, steps=STANDARD["train.max_steps"],
+                           val_ckpt_every=STANDARD["train.val_every"], import_repeats=limits.import_repeats,
+                           index="offline" if limits.offline else limits.index_url)
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         if STANDARD_RUN in done:

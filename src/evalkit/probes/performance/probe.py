@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from evalkit.caliber import caliber_tag
+from evalkit.controller.launch import worker_threads
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
@@ -19,14 +21,11 @@ class PerformanceProbe:
         return TASK
 
     def caliber(self, cfg: DictConfig) -> str:
-        from evalkit.controller.job import worker_threads
-
-        threads = timed_threads(cfg) or worker_threads(cfg)
         p = cfg.probe.performance
-        sizes = ",".join(str(w) for w in sorted(p.depths))
-        return (f"turns|hw={cfg.hardware.name}|thr={threads}|prec={cfg.precision.name}"
-                f"|ws={cfg.distributed.world_size}|bs={cfg.train.batch_size}|h={p.hidden}|depth={sizes}|block={p.block_ms:g}ms"
-                f"|limit={p.time_limit_s:g}s|rounds<={p.max_rounds}|budget={p.budget:g}")
+        return caliber_tag("turns", hw=cfg.hardware.name, thr=timed_threads(cfg) or worker_threads(cfg),
+                           prec=cfg.precision.name, ws=cfg.distributed.world_size, bs=cfg.train.batch_size,
+                           h=p.hidden, depth=sorted(p.depths), block=f"{p.block_ms:g}ms", limit=f"{p.time_limit_s:g}s",
+                           max_rounds=p.max_rounds, budget=p.budget)
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """First the jobs taking turns; then, when their cell is not a pass and every one of them finished, the two

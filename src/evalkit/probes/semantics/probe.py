@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from evalkit.caliber import caliber_tag
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
@@ -26,11 +27,9 @@ class SemanticsProbe:
         return TASK
 
     def caliber(self, cfg: DictConfig) -> str:
-        sizes = ",".join(str(w) for w in cfg.probe.world_sizes)
-        optimizers = ",".join(cfg.probe.get("optimizers", ["sgd"]))
-        return (f"truth|hw={cfg.hardware.name}|bs={TRUTH_CALIBER['train.batch_size']}"
-                f"|accum={TRUTH_CALIBER['train.grad_accum']}|prec=fp32|ws={sizes}|opt={optimizers}"
-                f"{'|short_epoch' if cfg.probe.get('short_epoch') else ''}")
+        return caliber_tag("truth", hw=cfg.hardware.name, bs=TRUTH_CALIBER["train.batch_size"],
+                           accum=TRUTH_CALIBER["train.grad_accum"], prec="fp32", ws=cfg.probe.world_sizes,
+                           opt=cfg.probe.get("optimizers", ["sgd"]), short_epoch=bool(cfg.probe.get("short_epoch")))
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """Per world size the job without clipping first (seed s), then the one with clipping (seed s + 1) at

@@ -19,6 +19,7 @@ only when the intact copy's resume succeeds).
 """
 from __future__ import annotations
 
+from evalkit.probes.catalog import probe_yamls
 from evalkit.probes.consistency.plan import precision_settings
 
 TASK = "mlp_regression"
@@ -44,9 +45,11 @@ RESUMES = {"resume-between": "kill-between", "resume-after-ckpt": "kill-after-ck
 CORRUPTIONS = ("truncated", "flipped", "other-model")
 INTACT, INTACT_KIND = "resume-intact", "intact"   # the damaged-checkpoint items' control: an undamaged copy, resumed
 LONG_BASELINE = "long-run-baseline"
-# The long run's floors (KiB per 1,000 steps) over the baseline's slope, the defaults of probe.leak_kb_per_1k_steps and
-# probe.log_kb_per_1k_steps (longrun.py: the rule and how each was calibrated).
-LEAK_FLOOR, LOG_FLOOR = 256.0, 100.0
+# The long run's floors (KiB per 1,000 steps) over the baseline's slope: probe.leak_kb_per_1k_steps and
+# probe.log_kb_per_1k_steps as conf/probe/stability.yaml sets them, what a judge without a config applies (longrun.py:
+# the rule and how each was calibrated).
+LEAK_FLOOR, LOG_FLOOR = (float(probe_yamls()["stability"][key]) for key in ("leak_kb_per_1k_steps",
+                                                                            "log_kb_per_1k_steps"))
 REFERENCE_OF = {"resume-between": "reference", "resume-after-ckpt": "reference", "resume-in-save": "reference",
                 "resume-ws2": "reference-ws2"}
 

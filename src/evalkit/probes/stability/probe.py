@@ -6,6 +6,7 @@ import os
 from omegaconf import DictConfig
 
 from evalkit import names
+from evalkit.caliber import caliber_tag
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
@@ -25,9 +26,9 @@ class StabilityProbe:
         return P.TASK
 
     def caliber(self, cfg: DictConfig) -> str:
-        ws = ",".join(str(w) for w in sorted({1, *[w for w in cfg.probe.world_sizes if w == 2]}))
-        return (f"stability|hw={cfg.hardware.name}|bs={P.CALIBER['train.batch_size']}|steps={P.STEPS}"
-                f"|ckpt_every={P.EVERY}|prec=fp32|ws={ws}|long={cfg.probe.long_steps}")
+        ws = sorted({1, *[w for w in cfg.probe.world_sizes if w == 2]})
+        return caliber_tag("stability", hw=cfg.hardware.name, bs=P.CALIBER["train.batch_size"], steps=P.STEPS,
+                           ckpt_every=P.EVERY, prec="fp32", ws=ws, long=cfg.probe.long_steps)
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         self.leak_limit, self.log_limit = cfg.probe.leak_kb_per_1k_steps, cfg.probe.log_kb_per_1k_steps

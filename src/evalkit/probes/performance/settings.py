@@ -1,0 +1,47 @@
+"""probe=performance: the schema of its settings (conf/probe/performance.yaml sets them) and its part in
+evalkit-eval."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from omegaconf import MISSING
+
+from evalkit.config import AT_LEAST_1, POSITIVE, ProbeConfig, Range
+from evalkit.presets import ProbePlan
+
+
+@dataclass
+class PerformanceSettings:
+    """How the arms take turns, when the measurement stops, and the budget it is judged by (each figure's
+    calibration is in its module's docstring)."""
+
+    depths: list[int] = MISSING          # the model sizes: task.depth of mlp_regression
+    hidden: int = MISSING                # ... every hidden layer this wide (task.hidden)
+    block_ms: float = MISSING            # the length of one block of optimizer steps (the baseline's), in ms
+    time_limit_s: float = MISSING        # the rounds of blocks stop here when nothing was decided before
+    max_rounds: int = MISSING            # ... or here (the last planned look)
+    budget: float = MISSING              # added time per step, as a fraction of a 100 ms step, that still passes
+    memory_budget: float = MISSING       # added training memory, as a fraction of the baseline's, that still passes
+
+
+@dataclass
+class PerformanceProbeConfig(ProbeConfig):
+    # a baseline job and a wrapper job per model size, all alive at once and taking turns (schedule.py)
+    performance: PerformanceSettings = field(default_factory=PerformanceSettings)
+
+    @staticmethod
+    def ranges() -> dict[str, Range]:
+        return {"performance.depths": Range(1, items=True), "performance.hidden": AT_LEAST_1,
+                "performance.block_ms": POSITIVE, "performance.time_limit_s": POSITIVE,
+                "performance.max_rounds": Range(32), "performance.budget": POSITIVE,
+                "performance.memory_budget": POSITIVE}
+
+
+PRESETS = {
+    # Timed: four jobs taking turns at two depths (the fit through two points; three in the thorough preset), the
+    # rounds stopped at 12 s when undecided, aligned mode (the defaults mode's settings change what is computed, not
+    # the wrapper's own cost).
+    "quick": ProbePlan(["probe.performance.depths=[2,32]", "probe.performance.time_limit_s=12"], ("aligned",),
+                       jobs_per_run=6, job_s=4.0),
+    "thorough": ProbePlan(["probe.performance.time_limit_s=60"], jobs_per_run=6, job_s=4.0),
+}
