@@ -68,13 +68,9 @@ Modes
     resume, `load_state` + `skip_first_batches` (checkpointing guide), plus evalkit's position file.
   fp16 on CPU runs as Accelerate runs it (in fp32; evalkit's observers flag it).
 
-Known differences from the baseline that no documented option removes (`known_deviations`):
-- `accelerator.backward` divides every micro-batch loss by `gradient_accumulation_steps`, also in a shorter
-  last window of an epoch (the baseline divides by the window's actual size). Only matters when the
-  per-rank batches of an epoch are not a multiple of `grad_accum`.
-- Accelerate wraps the model's `forward` to return fp32 outputs under mixed precision (evalkit reads the
-  compute dtype from the first Linear/Conv layer, so the observed precision is unaffected).
-Defaults mode adds what its quick start does differently (the `defaults:` lines of `known_deviations`).
+Known differences from the baseline that no documented option removes: `DEVIATIONS` below, one line each with its
+code (`STATE_DEVIATIONS`: Accelerate's process state, shared with the transformers Trainer); each job reports those
+that apply to it in its effective config's `deviations`. Defaults mode adds what its quick start does differently.
 
 Checkpoint loading: `load_state` reads the model with safetensors and the optimizer, scheduler, GradScaler
 and RNG files with `torch.load(weights_only=True)` (accelerate.utils.load, numpy RNG types allow-listed).
@@ -94,6 +90,7 @@ from torch.utils.data import DataLoader
 from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
     Departure,
+    Deviation,
     QuickStartPage,
     TrainJob,
     UnsupportedCombination,
@@ -210,49 +207,58 @@ def accelerator_arguments(settings: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-def accelerate_state_deviations(accelerator) -> list[str]:
-    """What Accelerate's process state does under evalkit's launcher (shared with the Trainer)."""
-    out = []
-    if accelerator.distributed_type.value == "MULTI_CPU" and accelerator.num_processes == 1:
-        out.append("CPU with torch elastic variables: Accelerate reports MULTI_CPU for one process, so the model "
-                   "is wrapped in a one-process DDP")
-    if accelerator.distributed_type.value == "MULTI_GPU" and accelerator.num_processes == 1:
-        out.append("CUDA with torch elastic variables: Accelerate reports MULTI_GPU for one process and starts a "
-                   "one-process NCCL group (barriers and gathers through NCCL; no DDP wrap); NCCL's buffers show "
-                   "in NVML's reading, not in the allocator's peak")
-    if accelerator.distributed_type.value == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"):
-        out.append("MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to physical cores / "
-                   "local processes (see torch_num_threads)")
-    return out
+STATE_DEVIATIONS = (
+    Deviation("process.one_process_ddp", "CPU with torch elastic variables: Accelerate reports MULTI_CPU for one "
+              "process, so the model is wrapped in a one-process DDP"),
+    Deviation("process.one_process_nccl", "CUDA with torch elastic variables: Accelerate reports MULTI_GPU for one "
+              "process and starts a one-process NCCL group (barriers and gathers through NCCL; no DDP wrap); "
+              "NCCL's buffers show in NVML's reading, not in the allocator's peak"),
+    Deviation("threads.changed", "MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to "
+              "physical cores / local processes (see torch_num_threads)"),
+)
+DEVIATIONS = (
+    Deviation("window.short_underscaled", "accelerator.backward divides each micro-batch loss by "
+              "gradient_accumulation_steps, also in a shorter last window of an epoch (baseline: by the window's "
+              "actual size); only when an epoch's per-rank batches are not a multiple of grad_accum"),
+    Deviation("precision.fp32_outputs", "mixed precision: the model's forward returns fp32 outputs "
+              "(convert_outputs_to_fp32; evalkit reads the compute dtype from the first Linear/Conv layer, so the "
+              "observed precision is unaffected)"),
+    *STATE_DEVIATIONS,
+    # defaults mode: what the quick start does differently, as the job ran it
+    Deviation("ddp", "defaults: Accelerator() did not join the ranks evalkit launched (see distributed_type, "
+              "num_processes): each rank trains on all the data and no gradient is averaged across ranks (on CPU "
+              "Accelerate joins torch elastic ranks only with cpu=True or ACCELERATE_USE_CPU=true, which "
+              "`accelerate launch --cpu` sets)"),
+    Deviation("order.shuffled", "defaults: shuffle=True DataLoader prepared by Accelerate (a RandomSampler drawing "
+              "from torch's global RNG when one process, its generator synchronised across processes otherwise; no "
+              "set_seed), not evalkit's order"),
+    Deviation("batch.partial", "defaults: no drop_last: the epoch's last micro-batch may be smaller"),
+    Deviation("micro.train_mode", "defaults: the pages call neither model.train() nor model.eval(): the model "
+              "trains in the mode it was handed in"),
+    Deviation("lr", "defaults: the prepared scheduler is stepped after every optimizer.step() call: it moves only "
+              "on real optimizer steps, num_processes times each, and not at all when GradScaler skips a step"),
+    Deviation("val.train_mode", "defaults: validation is the quicktour's loop: the prepared model called on the "
+              "prepared validation loader in the mode training left it in (no model.eval(): dropout active, "
+              "batch-norm statistics updated by the validation data), outputs gathered with gather_for_metrics; at "
+              "world size > 1 the prepared loader repeats samples to even out the last batch (gather_for_metrics "
+              "drops them from the gathered outputs, not from the model's forwards)"),
+    Deviation("resume.reshuffled", "defaults: a resumed run draws the rest of the interrupted epoch from another "
+              "permutation: load_state restores the RNG as it was after the epoch's shuffle was drawn, and the "
+              "RandomSampler under skip_first_batches draws a new one from it (samples seen twice or not at all in "
+              "that epoch)"),
+)
+DEFAULTS_DEVIATIONS = ("order.shuffled", "batch.partial", "micro.train_mode", "lr", "val.train_mode",
+                       "resume.reshuffled")
 
 
-def defaults_deviations(job: TrainJob, accelerator) -> list[str]:
-    """What the quick start does differently from the baseline, as this job ran it (`known_deviations`)."""
-    out = []
-    if accelerator.num_processes != job.world_size:
-        out.append(f"defaults: Accelerator() on {accelerator.device.type} did not join the {job.world_size} ranks "
-                   f"evalkit launched (distributed_type {accelerator.distributed_type.value}, num_processes "
-                   f"{accelerator.num_processes}): each rank trains on all the data and no gradient is averaged "
-                   "across ranks (on CPU Accelerate joins torch elastic ranks only with cpu=True or "
-                   "ACCELERATE_USE_CPU=true, which `accelerate launch --cpu` sets)")
-    out += [
-        "defaults: shuffle=True DataLoader prepared by Accelerate (a RandomSampler drawing from torch's global RNG "
-        "when one process, its generator synchronised across processes otherwise; no set_seed), not evalkit's "
-        "order; no drop_last: the epoch's last micro-batch may be smaller",
-        "defaults: the pages call neither model.train() nor model.eval(): the model trains in the mode it was "
-        "handed in",
-        "defaults: the prepared scheduler is stepped after every optimizer.step() call: it moves only on real "
-        "optimizer steps, num_processes times each, and not at all when GradScaler skips a step",
-        "defaults: validation is the quicktour's loop: the prepared model called on the prepared validation loader "
-        "in the mode training left it in (no model.eval(): dropout active, batch-norm statistics updated by the "
-        "validation data), outputs gathered with gather_for_metrics; at world size > 1 the prepared loader "
-        "repeats samples to even out the last batch (gather_for_metrics drops them from the gathered outputs, not "
-        "from the model's forwards)",
-        "defaults: a resumed run draws the rest of the interrupted epoch from another permutation: load_state "
-        "restores the RNG as it was after the epoch's shuffle was drawn, and the RandomSampler under "
-        "skip_first_batches draws a new one from it (samples seen twice or not at all in that epoch)",
-    ]
-    return out
+def state_deviations(accelerator) -> list[str]:
+    """The codes of `STATE_DEVIATIONS` that Accelerate's process state shows under evalkit's launcher."""
+    kind = accelerator.distributed_type.value
+    one = accelerator.num_processes == 1
+    return [code for code, applies in (
+        ("process.one_process_ddp", kind == "MULTI_CPU" and one),
+        ("process.one_process_nccl", kind == "MULTI_GPU" and one),
+        ("threads.changed", kind == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"))) if applies]
 
 
 def _as_dict(obj: Any) -> Any:
@@ -288,8 +294,8 @@ def defaults_arguments(job: TrainJob) -> dict[str, Any]:
 
 
 class AccelerateAdapter(WrapperAdapter):
-    distributions = ("accelerate", "torch", "safetensors", "numpy", "huggingface-hub")
-    preload_modules = ("accelerate", "accelerate.utils")
+    deviations = DEVIATIONS
+    aligns = ALIGNS
     quick_start = QUICK_START
     departures = DEPARTURES
 
@@ -523,8 +529,7 @@ class AccelerateAdapter(WrapperAdapter):
         state = accelerator.state
         grad_state = accelerator.gradient_state
         report: dict[str, Any] = {
-            "aligns": ALIGNS,
-            "wrapper": "accelerate", "version": accelerate.__version__, "mode": self.mode,
+            "wrapper": "accelerate", "version": accelerate.__version__,
             "loop": "hand-written Accelerate loop (adapters/accelerate_loop.py)",
             "distributed_type": str(accelerator.distributed_type),
             "backend": getattr(state, "backend", None),
@@ -554,16 +559,11 @@ class AccelerateAdapter(WrapperAdapter):
                                  f"{POSITION_FILE}",
             "checkpoint_loading": "load_state: safetensors for the model, torch.load(weights_only=True) for "
                                   "optimizer/scheduler/scaler/RNG; the position file is JSON",
-            "known_deviations": [
-                "accelerator.backward divides each micro-batch loss by gradient_accumulation_steps, also in a "
-                "shorter last window of an epoch (baseline: by the window's actual size)",
-                "mixed precision: the model's forward returns fp32 outputs (convert_outputs_to_fp32)",
-            ],
         }
-        report["known_deviations"] += accelerate_state_deviations(accelerator)
+        self.record_deviations("window.short_underscaled", "precision.fp32_outputs", *state_deviations(accelerator))
         if explicit is None:
             report["accelerator_arguments"] = defaults_arguments(job)
-            report["known_deviations"] += defaults_deviations(job, accelerator)
-        else:
-            report["explicit_settings"] = explicit
+            joined = accelerator.num_processes == job.world_size
+            self.record_deviations(*([] if joined else ["ddp"]), *DEFAULTS_DEVIATIONS)
+        self.explicit_settings = explicit
         self._effective.update(report)

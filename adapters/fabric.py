@@ -57,7 +57,8 @@ Modes
     state)` to resume (the data start again at Fabric's first pass: Fabric sets the sampler's epoch to its own
     pass count, which no checkpoint holds).
   What the pages write and evalkit owns (the model, the data, the loss module, the observation) is listed once,
-  in `departures`.
+  in `departures`; what they do differently from the baseline, in `DEVIATIONS` (each with its code, reported in the
+  effective config's `deviations`).
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ from torch.utils.data import DataLoader
 
 from adapters.calls import Call, built
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
-from evalkit.contract import Departure, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
+from evalkit.contract import Departure, Deviation, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
 from evalkit.tasks.order import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
@@ -121,11 +122,33 @@ class FabricPassSampler(OrderedSampler):
         super().set_epoch(self.first_epoch + epoch)
 
 
+DEVIATIONS = (   # defaults mode: what the pages' loop does differently from the baseline
+    Deviation("loss.window_summed", "each micro-batch loss goes to fabric.backward undivided: a step's gradients "
+              "are the sum over its micro-batches, not their mean"),
+    Deviation("window", "accumulation windows counted on each epoch's own iteration (iteration % grad_accum != 0): "
+              "an epoch's first window is its first batch alone, and its leftover batches join the next epoch's "
+              "first batch in one window across the epoch boundary"),
+    Deviation("micro.train_mode", "training in eval mode once the val loader has first run: the page's evaluation "
+              "function calls model.eval() and nothing calls model.train() again"),
+    Deviation("order", "DataLoader(dataset) in its dataset order (no shuffle); Fabric's "
+              "DistributedSampler(shuffle=False) in DDP interleaves that order over the ranks and pads it with "
+              "repeated samples"),
+    Deviation("batch.partial", "each epoch's incomplete last batch kept (no drop_last)"),
+    Deviation("precision.loss_fp32", "loss computed outside autocast on the fp32 output Fabric returns"),
+    Deviation("clip.nonfinite_raises", "clip_gradients(error_if_nonfinite=True by default) raises on a non-finite "
+              "norm: with fp16 on CUDA the first overflow, which GradScaler would skip, ends the run"),
+    Deviation("resume.order_restarts", "checkpoint holds no RNG state and no data position: a resumed run's data "
+              "order starts again at Fabric's first pass (set_epoch(0))"),
+    Deviation("resume.scaler_not_saved", "checkpoint holds no GradScaler state (it lives in the precision plugin): a "
+              "resumed fp16 run restarts the loss scale at 65536"),
+)
+
+
 class FabricAdapter(WrapperAdapter):
     """`trainer=fabric`: a loop written with Lightning Fabric (see the module docstring)."""
 
-    distributions = ("lightning", "lightning-utilities")
-    preload_modules = ("lightning.fabric", "lightning.fabric.plugins", "lightning.fabric.strategies")
+    deviations = DEVIATIONS
+    aligns = ALIGNS
     quick_start = (
         QuickStartPage(f"{FABRIC_DOCS}/fundamentals/convert.html", FABRIC_VERSION,
                        follows="'All steps combined': Fabric(accelerator, devices, strategy='ddp'), fabric.launch(), "
@@ -369,8 +392,7 @@ class FabricAdapter(WrapperAdapter):
         plugin = strategy.precision
         scaler = getattr(plugin, "scaler", None)
         report: dict[str, Any] = {
-            "aligns": ALIGNS,
-            "wrapper": "lightning.fabric.Fabric", "mode": self.mode, "versions": self.versions(),
+            "wrapper": "lightning.fabric.Fabric",
             "fabric": {
                 "strategy": type(strategy).__name__,
                 "process_group_backend": getattr(strategy, "process_group_backend", None),
@@ -393,28 +415,8 @@ class FabricAdapter(WrapperAdapter):
             "monkeypatching": "none",
         }
         if self.mode == "aligned":
-            report["explicit_settings"] = explicit
+            self.explicit_settings = explicit
         else:
             report["quick_start_arguments"] = explicit
-            report["known_deviations"] = [
-                # One line per kind of difference, each in its own topic's words: the semantic probe quotes the
-                # first line that names a finding's topic.
-                "each micro-batch loss goes to fabric.backward undivided: a step's gradients are the sum over its "
-                "micro-batches, not their mean",
-                "accumulation windows counted on each epoch's own iteration (iteration % grad_accum != 0): an "
-                "epoch's first window is its first batch alone, and its leftover batches join the next epoch's first "
-                "batch in one window across the epoch boundary",
-                "training in eval mode once the val loader has first run: the page's evaluation function calls "
-                "model.eval() and nothing calls model.train() again",
-                "DataLoader(dataset) in its dataset order (no shuffle), each epoch's incomplete last batch kept (no "
-                "drop_last); Fabric's DistributedSampler(shuffle=False) in DDP interleaves that order over the "
-                "ranks and pads it with repeated samples",
-                "loss computed outside autocast on the fp32 output Fabric returns",
-                "clip_gradients(error_if_nonfinite=True by default) raises on a non-finite norm: with fp16 on "
-                "CUDA the first overflow, which GradScaler would skip, ends the run",
-                "checkpoint holds no RNG state and no data position: a resumed run's data order starts again "
-                "at Fabric's first pass (set_epoch(0))",
-                "checkpoint holds no GradScaler state (it lives in the precision plugin): a resumed fp16 run "
-                "restarts the loss scale at 65536",
-            ]
+            self.record_deviations(*(d.code for d in DEVIATIONS))
         return report

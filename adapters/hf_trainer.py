@@ -73,15 +73,11 @@ Modes
     memory, tqdm. What the page writes and evalkit replaces (model, data, `gradient_checkpointing`,
     `load_best_model_at_end`, the hub) is listed once, in `departures`.
 
-Known differences that no documented option removes (`known_deviations`):
-- the Trainer skips `lr_scheduler.step()` when GradScaler skipped the optimizer step (fp16); the baseline
-  steps the scheduler anyway;
-- distributed evaluation gathers the loss after every batch, so ranks must see equal numbers of validation
-  batches; in aligned mode a validation split whose evalkit shards give ranks unequal batch counts is
-  refused (UnsupportedCombination);
-- the Trainer loads the model state with `load_state_dict(strict=False)`;
-- resumed from a checkpoint at or past `max_steps`, `Trainer.train()` still takes one optimizer step before
-  it checks `max_steps` (aligned mode then does not call `train()`; defaults mode does, as a user would).
+Known differences that no documented option removes: `DEVIATIONS` below, one line each with its code, reported in
+the effective config's `deviations` (with Accelerate's process state, `STATE_DEVIATIONS`, where it applies).
+Distributed evaluation gathers the loss after every batch, so ranks must see equal numbers of validation batches:
+in aligned mode a validation split whose evalkit shards give ranks unequal batch counts is refused
+(UnsupportedCombination).
 
 Checkpoint loading: transformers loads the model with safetensors and optimizer, scheduler, scaler and RNG
 with `torch.load(weights_only=True)`; `training_args.bin` (a pickle of the arguments) is written but never
@@ -101,10 +97,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from adapters.accelerate_loop import accelerate_state_deviations
+from adapters.accelerate_loop import STATE_DEVIATIONS, state_deviations
 from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
     Departure,
+    Deviation,
     QuickStartPage,
     Recipe,
     TrainJob,
@@ -265,9 +262,22 @@ def built_by_trainer(trainer) -> dict[str, Any]:
             "max_grad_norm": trainer.args.max_grad_norm}
 
 
+DEVIATIONS = (
+    Deviation("sched.fp16_skipped_step", "the Trainer skips lr_scheduler.step() when GradScaler skipped the "
+              "optimizer step (fp16); the baseline steps the scheduler anyway"),
+    Deviation("resume.strict_load", "the Trainer loads the model state with load_state_dict(strict=False)"),
+    Deviation("seed.reseeded", "TrainingArguments re-seeds the process with set_seed(args.seed) after evalkit built "
+              "the task"),
+    Deviation("resume.extra_step", "resumed from a checkpoint at or past max_steps, Trainer.train() still takes one "
+              "optimizer step before it checks max_steps (aligned mode then does not call train(); defaults mode "
+              "does, as a user would)"),
+    *STATE_DEVIATIONS,
+)
+
+
 class HFTrainerAdapter(WrapperAdapter):
-    distributions = ("transformers", "accelerate", "torch", "safetensors", "huggingface-hub")
-    preload_modules = ("transformers.trainer", "transformers.training_args", "transformers.trainer_utils")
+    deviations = DEVIATIONS
+    aligns = ALIGNS
     quick_start = (
         QuickStartPage(f"{TRAINER_DOCS}/training", "5.24.0",
                        follows="Fine-tuning: 'Training configuration' (TrainingArguments(output_dir, "
@@ -468,9 +478,8 @@ class HFTrainerAdapter(WrapperAdapter):
 
         args, accelerator = trainer.args, trainer.accelerator
         report: dict[str, Any] = {
-            "aligns": ALIGNS,
             "wrapper": "transformers.Trainer", "version": transformers.__version__,
-            "accelerate_version": accelerate.__version__, "mode": self.mode,
+            "accelerate_version": accelerate.__version__,
             "trainer_class": type(trainer).__name__,
             "overridden_methods": (["get_train_dataloader", "get_eval_dataloader"]
                                    if self.mode == "aligned" else []),
@@ -501,15 +510,8 @@ class HFTrainerAdapter(WrapperAdapter):
             "checkpoint_loading": "safetensors for the model (load_state_dict strict=False), "
                                   "torch.load(weights_only=True) for optimizer/scheduler/scaler/RNG; "
                                   "training_args.bin (pickle) is not loaded on resume",
-            "known_deviations": [
-                "the scheduler is not stepped when GradScaler skips an optimizer step (fp16)",
-                "the model state is loaded with load_state_dict(strict=False)",
-                "TrainingArguments re-seeds the process with set_seed(args.seed) after evalkit built the task",
-                "resumed from a checkpoint at or past max_steps, Trainer.train() still takes one optimizer step "
-                "(aligned mode does not call train() then)",
-            ],
         }
-        report["known_deviations"] += accelerate_state_deviations(accelerator)
-        if explicit is not None:
-            report["explicit_settings"] = explicit
+        self.record_deviations("sched.fp16_skipped_step", "resume.strict_load", "seed.reseeded", "resume.extra_step",
+                               *state_deviations(accelerator))
+        self.explicit_settings = explicit
         self._effective.update(report)

@@ -71,8 +71,8 @@ Modes
   Ignite's `amp_mode="amp"` autocasts with device "cuda" (fp16), so on CPU it warns and runs fp32 and on CUDA a
   bf16 request runs fp16, without loss scaling; evalkit's observers flag both.
 
-Known differences from the baseline (`known_deviations`): none in aligned mode beyond what the effective
-config lists; in defaults mode the `defaults:` lines of the report, as the job ran.
+Known differences from the baseline: none in aligned mode; in defaults mode `DEVIATIONS` below (one line each with
+its code), reported in the effective config's `deviations` as they apply to the job.
 """
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ from typing import Any
 import torch
 
 from evalkit.checkpoint import CorruptCheckpoint, capture_rng, restore_rng
-from evalkit.contract import Departure, QuickStartPage, TrainJob, WrapperAdapter
+from evalkit.contract import Departure, Deviation, QuickStartPage, TrainJob, WrapperAdapter
 
 _CKPT = re.compile(r"(?:step|checkpoint)_(\d+)\.pt$")
 LOG_INTERVAL = 100        # the quick start's `log_interval`: "How many batches to wait before logging training status"
@@ -204,9 +204,37 @@ def evaluator_arguments(job: TrainJob) -> dict[str, Any]:
     return {"amp_mode": "amp"} if job.precision.autocast_dtype is not None else {}
 
 
+DEVIATIONS = (   # all of defaults mode: what the quick start does differently
+    Deviation("clip.not_applied", "defaults: create_supervised_trainer (quick start) has no gradient clipping: "
+              "train.grad_clip is not applied"),
+    Deviation("window.spans_epochs", "defaults: iteration = micro-batch; gradient accumulation windows counted on "
+              "the global iteration, so a window runs across an epoch end, each loss divided by grad_accum, no DDP "
+              "no_sync"),
+    Deviation("lr.per_micro_batch", "defaults: LRScheduler handler on ITERATION_STARTED sets the LR once per "
+              "micro-batch from get_lr() (scheduler.step() is never called)"),
+    Deviation("order.shuffled", "defaults: shuffle=True (DistributedSampler(seed=0), set_epoch never called, when "
+              "distributed), not evalkit's order"),
+    Deviation("batch.partial", "defaults: no drop_last: an epoch's last micro-batch may be smaller"),
+    Deviation("val.cadence", "defaults: after every epoch the quick start runs train_evaluator on the whole training "
+              "loader and val_evaluator on the validation loader (eval mode, no_grad), wherever the epoch ends in an "
+              "accumulation window; no validation at the run's val_every, none when the run stops inside an epoch"),
+    Deviation("precision.mismatch", "defaults: amp_mode='amp' autocasts with device 'cuda' and its default dtype "
+              "fp16: fp32 on CPU; on CUDA a bf16 request runs fp16 without loss scaling (scaler=True only for "
+              "fp16_mixed)"),
+    Deviation("resume.scaler_not_saved", "defaults: create_supervised_trainer's GradScaler is not among the "
+              "checkpointed objects: a resumed fp16 run restarts the loss scale at 65536"),
+    Deviation("ddp.data_parallel", "defaults: idist.auto_model wraps the model in DataParallel when more than one "
+              "GPU is visible at world size 1 (evalkit's launcher limits CUDA_VISIBLE_DEVICES to the ranks' GPUs)"),
+    Deviation("resume.epoch_restarts", "defaults: a resumed run restarts the interrupted epoch's data from its "
+              "beginning; RNG not saved"),
+    Deviation("resume.finished_run_restarts", "defaults: Engine.run on a state that already reached max_iters "
+              "starts a new run from iteration 0"),
+)
+
+
 class IgniteAdapter(WrapperAdapter):
-    distributions = ("pytorch-ignite", "torch")
-    preload_modules = ("ignite.engine", "ignite.handlers", "ignite.metrics", "ignite.distributed")
+    deviations = DEVIATIONS
+    aligns = ALIGNS
     quick_start = QUICK_START
     departures = DEPARTURES
 
@@ -418,8 +446,7 @@ class IgniteAdapter(WrapperAdapter):
         import ignite.distributed as idist
 
         report: dict[str, Any] = {
-            "aligns": ALIGNS,
-            "wrapper": "pytorch-ignite", "version": ignite.__version__, "mode": self.mode,
+            "wrapper": "pytorch-ignite", "version": ignite.__version__,
             "idist": {"backend": idist.backend(), "world_size": idist.get_world_size(), "rank": idist.get_rank(),
                       "local_rank": idist.get_local_rank(), "nproc_per_node": idist.get_nproc_per_node(),
                       "device": str(idist.device()), "model_name": idist.model_name()},
@@ -444,31 +471,9 @@ class IgniteAdapter(WrapperAdapter):
         }
         if explicit is None:
             report["trainer_arguments"] = trainer_arguments(job)
-            report["known_deviations"] = [
-                *([f"defaults: create_supervised_trainer (quick start) has no gradient clipping: train.grad_clip="
-                   f"{job.grad_clip} is not applied"] if job.grad_clip is not None else []),
-                "defaults: iteration = micro-batch; gradient accumulation windows counted on the global iteration, "
-                "so a window runs across an epoch end, each loss divided by grad_accum, no DDP no_sync",
-                "defaults: LRScheduler handler on ITERATION_STARTED sets the LR once per micro-batch from get_lr() "
-                "(scheduler.step() is never called)",
-                "defaults: shuffle=True (DistributedSampler(seed=0), set_epoch never called, when distributed), "
-                "not evalkit's order; no drop_last: an epoch's last micro-batch may be smaller",
-                "defaults: after every epoch the quick start runs train_evaluator on the whole training loader and "
-                "val_evaluator on the validation loader (eval mode, no_grad), wherever the epoch ends in an "
-                "accumulation window; no validation at the run's val_every, none when the run stops inside an "
-                "epoch",
-                "defaults: amp_mode='amp' autocasts with device 'cuda' and its default dtype fp16: fp32 on CPU; "
-                "on CUDA a bf16 request runs fp16 without loss scaling (scaler=True only for fp16_mixed)",
-                "defaults: create_supervised_trainer's GradScaler is not among the checkpointed objects: a resumed "
-                "fp16 run restarts the loss scale at 65536",
-                "defaults: idist.auto_model wraps the model in DataParallel when more than one GPU is visible at "
-                "world size 1 (evalkit's launcher limits CUDA_VISIBLE_DEVICES to the ranks' GPUs)",
-                "defaults: a resumed run restarts the interrupted epoch's data from its beginning; RNG not saved",
-                "defaults: Engine.run on a state that already reached max_iters starts a new run from iteration 0",
-            ]
-        else:
-            report["explicit_settings"] = explicit
-            report["known_deviations"] = []
+            self.record_deviations(*(d.code for d in DEVIATIONS
+                                     if d.code != "clip.not_applied" or job.grad_clip is not None))
+        self.explicit_settings = explicit
         self._effective.update(report)
 
 

@@ -52,14 +52,10 @@ Modes
   What the pages write and evalkit owns (the model, the data, the loss module, where files go) is listed once, in
   `departures`.
 
-Known differences from the baseline that cannot be set away with a documented option (recorded in
-`known_deviations`):
-- accumulation: Lightning divides each micro-batch loss by `accumulate_grad_batches`, also in the
-  shorter last window of an epoch (the baseline divides by the window's actual size); when the epoch's
-  batch count is not a multiple of `grad_accum`, validation cadence (counted in batches) also drifts from
-  optimizer-step multiples;
-- aligned: validation at the end when `max_steps` is not a multiple of `val_every` is a `trainer.validate()`
-  call after `fit` (Lightning's loop has no "validate at the last step" option).
+Known differences from the baseline that cannot be set away with a documented option: `DEVIATIONS` below, one line
+each with its code, reported in the effective config's `deviations` as they apply to the job. In aligned mode the
+validation at the end, when `max_steps` is not a multiple of `val_every`, is a `trainer.validate()` call after `fit`
+(Lightning's loop has no "validate at the last step" option).
 """
 from __future__ import annotations
 
@@ -71,8 +67,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from adapters.calls import Call, built
+from evalkit import names
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
-from evalkit.contract import Departure, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
+from evalkit.contract import Departure, Deviation, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"
@@ -131,7 +128,7 @@ def _accelerator(job: TrainJob) -> str:
 
 def _root_dir(job: TrainJob) -> str:
     """Lightning's own directory, beside evalkit's checkpoint directory."""
-    return os.path.join(os.path.dirname(os.path.abspath(job.ckpt_dir)), "lightning")
+    return os.path.join(os.path.dirname(os.path.abspath(job.ckpt_dir)), names.LIGHTNING_DIR)
 
 
 def _quick_start_loaders(job: TrainJob) -> tuple[DataLoader, DataLoader]:
@@ -261,11 +258,34 @@ def _classes():
     return ResumableLoader, EvalkitModule, FinalCheckpoint
 
 
+DEVIATIONS = (
+    Deviation("window.short_underscaled", "the last window of an epoch whose batch count is not a multiple of "
+              "grad_accum is shorter; Lightning divides its losses by accumulate_grad_batches (baseline: by the "
+              "window's size)"),
+    Deviation("val.cadence", "validation every val_check_interval = val_every * accumulate_grad_batches batches, "
+              "counted across epochs, drifts from optimizer-step multiples where an epoch's batch count is not a "
+              "multiple of grad_accum; in defaults mode also at each epoch's end when val_every=0, and none after "
+              "the last step unless it falls on the interval"),
+    Deviation("forward.before_training", "defaults: sanity check: Lightning runs two batches of the val loader "
+              "before training (its default sanity check)"),
+    Deviation("lr.per_epoch", "defaults: scheduler stepped once per epoch: configure_optimizers returns "
+              "{'optimizer', 'lr_scheduler': scheduler}, whose interval defaults to 'epoch'"),
+    Deviation("order", "defaults: DataLoader(dataset): on one device the dataset's order (no shuffle); in DDP "
+              "Lightning's DistributedSampler(shuffle=True, seed=0) for training, the same order under every run "
+              "seed, padded with repeated samples"),
+    Deviation("batch.partial", "defaults: each epoch's incomplete last batch kept (no drop_last)"),
+    Deviation("resume.checkpoints", "defaults: checkpoints hold no data position or RNG; ModelCheckpoint keeps only "
+              "the latest one, and the final step gets none unless ckpt_every divides it"),
+)
+
+DEFAULTS_DEVIATIONS = ("forward.before_training", "lr.per_epoch", "order", "batch.partial", "resume.checkpoints")
+
+
 class LightningAdapter(WrapperAdapter):
     """`trainer=lightning`: Lightning's `Trainer.fit` on evalkit's task (see the module docstring)."""
 
-    distributions = ("lightning", "pytorch-lightning", "lightning-utilities", "torchmetrics")
-    preload_modules = ("lightning.pytorch", "lightning.pytorch.callbacks", "lightning.pytorch.strategies")
+    deviations = DEVIATIONS
+    aligns = ALIGNS
     quick_start = (
         QuickStartPage(f"{LIGHTNING_DOCS}/starter/introduction.html", LIGHTNING_VERSION,
                        follows="2: Define a LightningModule (training_step with self.log('train_loss', loss), "
@@ -412,8 +432,7 @@ class LightningAdapter(WrapperAdapter):
         except Exception:  # noqa: BLE001 - a report field, never a failure
             sampler = None
         report: dict[str, Any] = {
-            "aligns": ALIGNS,
-            "wrapper": "lightning.pytorch.Trainer", "mode": self.mode, "versions": self.versions(),
+            "wrapper": "lightning.pytorch.Trainer",
             "trainer": {
                 "strategy": type(strategy).__name__,
                 "process_group_backend": getattr(strategy, "process_group_backend", None),
@@ -454,46 +473,14 @@ class LightningAdapter(WrapperAdapter):
             "resumed_from": os.path.abspath(ckpt_path) if ckpt_path else None,
             "resume_mechanism": "Trainer.fit(ckpt_path=...)",
             "monkeypatching": "none",
-            "known_deviations": self._deviations(job, trainer),
         }
-        if explicit is not None:
-            report["explicit_settings"] = explicit
+        self.record_deviations(*self._deviations(job, trainer))
+        self.explicit_settings = explicit
         return report
 
     def _deviations(self, job: TrainJob, trainer) -> list[str]:
-        if self.mode == "defaults":
-            return self._defaults_deviations(job, trainer)
-        out = []
-        per_epoch = job.train_sampler().batches_per_epoch
-        if job.grad_accum > 1 and per_epoch % job.grad_accum:
-            out.append(f"the last window of each epoch has {per_epoch % job.grad_accum} micro-batches; Lightning "
-                       f"divides its losses by accumulate_grad_batches={job.grad_accum} (baseline: by the window "
-                       "size), and validation counted in batches drifts off optimizer-step multiples")
-        return out
-
-    @staticmethod
-    def _defaults_deviations(job: TrainJob, trainer) -> list[str]:
-        """What the quick start does differently from the baseline, one line per kind (the semantic probe quotes the
-        first line that names a finding's topic, so each line keeps to its own words)."""
-        out = []
-        per_epoch = trainer.num_training_batches
-        if job.grad_accum > 1 and isinstance(per_epoch, int) and per_epoch % job.grad_accum:
-            out.append(f"the last window of each epoch has {per_epoch % job.grad_accum} micro-batches; Lightning "
-                       f"divides their losses by accumulate_grad_batches={job.grad_accum} (baseline: by the window "
-                       "size)")
-        out += [
-            "sanity check: Lightning runs two batches of the val loader before training (its default sanity "
-            "check)",
-            "validation every val_check_interval batches counted across epochs (val_every * "
-            "accumulate_grad_batches), which drifts from the asked cadence where an epoch's batch count is "
-            "not a multiple of grad_accum; at each epoch's end when val_every=0; none after the last step unless it "
-            "falls on the interval",
-            "scheduler stepped once per epoch: configure_optimizers returns {'optimizer', 'lr_scheduler': "
-            "scheduler}, whose interval defaults to 'epoch'",
-            "DataLoader(dataset): on one device the dataset's order (no shuffle), each epoch's incomplete last "
-            "batch kept (no drop_last); in DDP Lightning's DistributedSampler(shuffle=True, seed=0) for training, "
-            "the same order under every run seed, padded with repeated samples",
-            "checkpoints hold no data position or RNG; ModelCheckpoint keeps only the latest one, and the final "
-            "step gets none unless ckpt_every divides it",
-        ]
-        return out
+        """The codes of `DEVIATIONS` that apply to this job."""
+        per_epoch = job.train_sampler().batches_per_epoch if self.mode == "aligned" else trainer.num_training_batches
+        short = job.grad_accum > 1 and isinstance(per_epoch, int) and per_epoch % job.grad_accum
+        codes = ["window.short_underscaled", "val.cadence"] if short else []
+        return codes + (["val.cadence", *DEFAULTS_DEVIATIONS] if self.mode == "defaults" else [])

@@ -22,7 +22,7 @@ class NotAnAdapter(TypeError):
     """`trainer._target_` names a class without the `Adapter` methods (the message names what is missing)."""
 
 
-ADAPTER_METHODS = ("versions", "fit", "effective_config")
+ADAPTER_METHODS = ("fit", "effective_config")
 
 
 def not_an_adapter(cls: Any, target: str) -> str | None:
@@ -31,8 +31,8 @@ def not_an_adapter(cls: Any, target: str) -> str | None:
     if not missing:
         return None
     return (f"trainer._target_={target} is not an evalkit adapter: {getattr(cls, '__qualname__', cls)} has no "
-            f"{', '.join(m + '()' for m in missing)}; point trainer._target_ at a class with versions(), fit(job) "
-            "and effective_config() (the Adapter protocol in evalkit/contract.py)")
+            f"{', '.join(m + '()' for m in missing)}; point trainer._target_ at a class with fit(job) and "
+            "effective_config() (the Adapter protocol in evalkit/contract.py)")
 
 
 def adapter_class_problem(target: str) -> str | None:

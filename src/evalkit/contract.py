@@ -2,17 +2,15 @@
 
 An adapter runs one training wrapper on one evalkit task. evalkit owns the task, the data order, the
 optimizer and scheduler factories, the clocks, the hooks and the memory readings; the adapter owns
-only the wrapper. A third-party adapter is one class with the three methods of `Adapter`, selected by
+only the wrapper. A third-party adapter is one class with the two methods of `Adapter`, selected by
 `trainer._target_=my_pkg.MyAdapter` (or a YAML in `conf/trainer/`), constructed as
-`MyAdapter(mode=..., options=...)`. The trainer config's `requires` (modules) and `extra` (the pip extra
-that brings them) are how evalkit knows the wrapper is installed: checked before launch and before
-construction, a missing one ends the job with the install command (`evalkit.trainers`).
+`MyAdapter(mode=..., options=...)`. What the wrapper needs is the trainer config's to say, never the class's
+(`requirements`, `modules`; `evalkit.trainers`): checked before launch and before construction (a missing one
+ends the job with the install command), imported before the task is built, and the versions recorded.
 """
 from __future__ import annotations
 
 import contextlib
-import importlib
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
@@ -27,6 +25,14 @@ from evalkit.adapter_class import (  # noqa: F401 - part of the contract, kept t
     adapter_class_problem,
     check_mode,
     not_an_adapter,
+)
+from evalkit.effective import (  # noqa: F401 - part of the contract, kept torch-free for the probes
+    OWNED,
+    Departure,
+    Deviation,
+    EffectiveConfig,
+    QuickStartPage,
+    jsonable,
 )
 from evalkit.tasks.catalog import Task
 from evalkit.tasks.order import OrderedSampler, ValSampler
@@ -150,28 +156,26 @@ class TrainJob:
 class Adapter(Protocol):
     """Runs one wrapper on one evalkit task.
 
-    - `versions()`: the wrapper's distribution versions (and what it pulls in), for tags and the lock.
     - `fit(job)`: train `job.task.model` (the instance evalkit built and hooked; wrap it, never rebuild it)
       for `job.max_steps` optimizer steps on `job.train_loader()` order, with `job.make_optimizer` /
       `job.make_scheduler`, computing the training loss with `job.task.loss_fn`; validate on
       `job.val_loader()` by calling the model in eval mode without grad (evalkit computes the metrics
       from the outside); checkpoint into `job.ckpt_dir`; resume from `job.resume_from` when set.
       Never time itself, never read memory, never talk to a tracking server.
-    - `effective_config()`: what the wrapper itself reports it did, after fit; in `aligned` mode it
-      includes `explicit_settings`: every knob set to match the baseline's semantics.
-    Optional: `preload()`, called before the task is built, imports the wrapper's modules, so that the memory
-    they take is measured as the import footprint and not as training memory.
+    - `effective_config()`: what the wrapper itself reports it did, after fit (`EffectiveConfig`, or a plain dict
+      read as one); in `aligned` mode it includes `explicit_settings`: every knob set to match the baseline's
+      semantics; `deviations`: the known differences that apply to the job.
+    The versions recorded and the modules imported before the task is built (their memory is the import footprint,
+    not training memory) are the trainer config's `requirements` and `modules`, not the class's.
     """
-
-    def versions(self) -> dict[str, str]: ...
 
     def fit(self, job: TrainJob) -> None: ...
 
-    def effective_config(self) -> dict[str, Any]: ...
+    def effective_config(self) -> EffectiveConfig | dict[str, Any]: ...
 
 
 class AdapterUnavailable(RuntimeError):
-    """The wrapper an adapter needs is not installed (the message names the extra to install)."""
+    """The wrapper an adapter needs is not installed (the message says what to install)."""
 
 
 class UnsupportedCombination(RuntimeError):
@@ -199,69 +203,26 @@ class UnsupportedCombination(RuntimeError):
         super().__init__(f"{message} [refusal: {kind}{where}]" if kind else message)
 
 
-def jsonable(value: Any) -> Any:
-    """A JSON-safe copy of a wrapper's report (anything unknown becomes its string)."""
-    return json.loads(json.dumps(value, default=str))
-
-
 def same_device(a: torch.device, b: torch.device) -> bool:
     """Whether two devices are one (a CPU's index means nothing: `cpu` is `cpu:0`)."""
     return a.type == b.type and (a.type == "cpu" or a.index == b.index)
 
 
-def distribution_versions(*names: str) -> dict[str, str]:
-    """Installed versions of the given distributions ("not installed" when absent)."""
-    from importlib import metadata
-
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-OWNED = ("model", "data", "observation")     # what evalkit may own in a quick start (`Departure.owns`)
-
-
-@dataclass(frozen=True)
-class QuickStartPage:
-    """A documentation page that defaults mode follows line for line: its address and the wrapper version whose
-    documentation it is (the installed one)."""
-
-    address: str
-    version: str
-    follows: str = ""        # which part of the page, when it has several
-
-
-@dataclass(frozen=True)
-class Departure:
-    """Where defaults mode departs from its quick start: `what` differs, `why` evalkit must own it, and which
-    of `OWNED` it is. A departure that changes training semantics (a sampler, a loss division, a clip setting, an
-    optimizer, an extra validation) is not one of these and is not allowed."""
-
-    what: str
-    why: str
-    owns: str
-
-    def __post_init__(self) -> None:
-        if self.owns not in OWNED:
-            raise ValueError(f"a quick-start departure may only concern {OWNED}, not {self.owns!r}: {self.what}")
-
-
 class WrapperAdapter:
-    """The part every bundled adapter shares: the mode, the options, `versions()` from `distributions`, and
-    `effective_config()` from the `self._effective` report that `fit` fills in. Subclasses add `fit`. Whether
-    the wrapper is installed is the trainer config's to say (`requires`, `extra`; see `evalkit.trainers`),
-    checked by the controller before launch and by the worker before it constructs the adapter.
+    """The part every bundled adapter shares: the mode, the options, and `effective_config()` from what `fit` fills
+    in (`self._effective`: the wrapper's own report; `self.explicit_settings`; `record_deviations`). Subclasses add
+    `fit`. What the wrapper needs (installed, imported, versions) is the trainer YAML's (`evalkit.trainers`).
 
-    Defaults mode is the wrapper's documented quick start: `quick_start` cites the pages it follows and
-    `departures` lists, once, each place where evalkit owns something the page writes otherwise; both land in the
-    effective config (`quick_start`, `departures`) of every defaults job."""
+    Class attributes, each written once:
+    - `deviations`: every difference from the baseline's semantics the adapter knows of (`Deviation(code, text)`);
+      `fit` reports those that apply to its job with `record_deviations(code, ...)`, and the semantic probe matches
+      its findings to them by code;
+    - `aligns`: finding code or family -> the wrapper's setting that aligns it (named beside each finding);
+    - `quick_start` cites the pages defaults mode follows and `departures` lists, once, each place where evalkit owns
+      something the page writes otherwise; both land in the effective config of every defaults job."""
 
-    distributions: tuple[str, ...] = ("torch",)
-    preload_modules: tuple[str, ...] = ()       # the wrapper's modules `fit` imports (see `preload`)
+    deviations: tuple[Deviation, ...] = ()
+    aligns: dict[str, str] = {}
     quick_start: tuple[QuickStartPage, ...] = ()
     departures: tuple[Departure, ...] = ()
 
@@ -269,18 +230,19 @@ class WrapperAdapter:
         self.mode = check_mode(mode)
         self.options = dict(options or {})
         self._effective: dict[str, Any] = {}
+        self.explicit_settings: dict[str, Any] | None = None
+        self._applying: dict[str, Deviation] = {}
 
-    def versions(self) -> dict[str, str]:
-        return distribution_versions(*self.distributions)
+    def record_deviations(self, *codes: str) -> None:
+        """Report these of `deviations` as applying to this job (a code not in `deviations` is a KeyError: every
+        deviation's text is written there, once)."""
+        known = {d.code: d for d in self.deviations}
+        for code in codes:
+            self._applying[code] = known[code]
 
-    def preload(self) -> None:
-        """Import the wrapper's modules before the task is built (their memory is the import footprint)."""
-        for module in self.preload_modules:
-            importlib.import_module(module)
-
-    def effective_config(self) -> dict[str, Any]:
-        report = dict(self._effective)
-        if self.mode == "defaults":
-            report["quick_start"] = [vars(page) for page in self.quick_start]
-            report["departures"] = [vars(d) for d in self.departures]
-        return jsonable(report)
+    def effective_config(self) -> EffectiveConfig:
+        defaults = self.mode == "defaults"
+        return EffectiveConfig(mode=self.mode, deviations=list(self._applying.values()), aligns=dict(self.aligns),
+                               explicit_settings=self.explicit_settings,
+                               quick_start=list(self.quick_start) if defaults else [],
+                               departures=list(self.departures) if defaults else [], details=dict(self._effective))

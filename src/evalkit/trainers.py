@@ -1,29 +1,26 @@
-"""The trainers: which ones evalkit bundles (`conf/trainer/*.yaml`, read as data), which modules each needs and
-which pip extra brings them, whether they are installed, and the message that says how to install them. The
-controller's preflight, the worker, `evalkit-eval` and the config check all ask here; the YAMLs are the only
-place a trainer's needs are written (tests/unit/test_trainers.py checks that pyproject's extras match them).
-
-The install command fits the way this evalkit was installed: an editable install from a checkout
-(`pip install -e .`) gets `pip install -e '<checkout>[extra]'`, which works from any directory; anything else (a
-wheel) gets `pip install 'evalkit[extra]'`. The install kind comes from the distribution's `direct_url.json`
-(PEP 610), which pip writes for every install that did not come from an index.
+"""The trainers: which ones evalkit bundles (`conf/trainer/*.yaml`, read as data), what each needs, whether it is
+installed, and the message that says how to install it. A trainer's YAML is the only place its needs are written:
+- `requirements`: what pip installs (pinned), whose distributions' versions every run records (the first is the
+  wrapper's own: its version tag, the maintenance probe's releases and dependencies); pyproject's `all` extra holds
+  every bundled trainer's, checked by tests/unit/test_trainers.py;
+- `modules`: what the adapter imports: checked before launch (their top-level packages), imported before the task
+  is built (the worker, the warm server), the maintenance probe's import cost.
+The controller's preflight, the worker, the warm server, the probes, `evalkit-eval` and the config check all ask
+here.
 """
 from __future__ import annotations
 
 import importlib.util
-import json
+import re
 import shlex
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Iterator
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 from omegaconf import DictConfig, OmegaConf
 
 TRAINER_CONF = Path(__file__).parent / "conf" / "trainer"
-DISTRIBUTION = "evalkit"
+REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")   # a PEP 508 requirement's distribution name
 
 
 @lru_cache(maxsize=1)
@@ -48,20 +45,56 @@ def identity_problem(trainer: DictConfig) -> str | None:
 
 
 # ------------------------------------------------------------------ what a trainer needs, and whether it is there
-def requirements(trainer: DictConfig) -> dict[str, str]:
-    """module -> the extra that installs it ("" when none does), for a job's trainer config: the modules its
-    `requires` lists with its `extra`, and those of the bundled trainer whose adapter class it runs (a bundled
-    adapter run under another `trainer.name` needs its wrapper all the same)."""
-    needs = {module: trainer.get("extra", "") for module in trainer.get("requires", [])}
+def _listed(trainer: DictConfig, key: str) -> list[str]:
+    """`trainer.<key>`, then that of the bundled trainer whose adapter class it runs (a bundled adapter run under
+    another `trainer.name` needs its wrapper all the same), each once."""
+    values = [str(v) for v in trainer.get(key) or []]
     for conf in bundled_trainers().values():
         if conf._target_ == trainer.get("_target_"):
-            needs.update({module: conf.extra for module in conf.requires if module not in needs})
-    return needs
+            values += [str(v) for v in conf.get(key) or []]
+    return list(dict.fromkeys(values))
+
+
+def requirements(trainer: DictConfig) -> list[str]:
+    """The pip requirements that install the trainer's wrapper (`["lightning==2.6.6"]`; none for the baseline)."""
+    return _listed(trainer, "requirements")
+
+
+def modules(trainer: DictConfig) -> list[str]:
+    """The modules the trainer's adapter imports (`["lightning.pytorch", ...]`)."""
+    return _listed(trainer, "modules")
+
+
+def distributions(trainer: DictConfig) -> list[str]:
+    """The distributions its requirements name, the wrapper's own first."""
+    names = [REQUIREMENT_NAME.match(line) for line in requirements(trainer)]
+    return [name.group(1) for name in names if name]
+
+
+def wrapper_distribution(trainer: DictConfig) -> str:
+    """The wrapper's distribution on the package index; "" for plain torch."""
+    return next(iter(distributions(trainer)), "")
+
+
+def versions(trainer: DictConfig) -> dict[str, str]:
+    """distribution -> its installed version ("not installed" when absent), for the trainer's requirements."""
+    out = {}
+    for name in distributions(trainer):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def packages(trainer: DictConfig) -> list[str]:
+    """The top-level packages of its modules (`lightning`), what an installed wrapper makes importable."""
+    return list(dict.fromkeys(module.split(".")[0] for module in modules(trainer)))
 
 
 def missing_module(trainer: DictConfig) -> str | None:
-    """The first module the trainer needs that cannot be imported, or None."""
-    return next((module for module in requirements(trainer) if importlib.util.find_spec(module) is None), None)
+    """The first package the trainer needs that cannot be imported, or None."""
+    return next((name for name in packages(trainer) if importlib.util.find_spec(name) is None), None)
 
 
 def not_installed(trainer: DictConfig, module: str | None = None) -> str | None:
@@ -71,12 +104,15 @@ def not_installed(trainer: DictConfig, module: str | None = None) -> str | None:
     if module is None:
         return None
     return (f"trainer '{trainer.name}' needs the '{module}' package, which is not installed: "
-            f"{install_hint(requirements(trainer).get(module) or trainer.get('extra', ''), module)}")
+            f"{install_hint(trainer, module)}")
 
 
-def install_hint(extra: str, module: str) -> str:
-    """How to install `module`: the command for its extra, or (no extra brings it) what to look for."""
-    return install_command(extra) if extra else f"install the package that provides '{module}'"
+def install_hint(trainer: DictConfig, module: str) -> str:
+    """How to install what the trainer needs: pip with its requirements, or (it names none) what to look for."""
+    lines = requirements(trainer)
+    if not lines:
+        return f"install the package that provides '{module}'"
+    return "pip install " + " ".join(shlex.quote(line) for line in lines)
 
 
 def installed_trainers() -> tuple[list[str], dict[str, str]]:
@@ -88,47 +124,6 @@ def installed_trainers() -> tuple[list[str], dict[str, str]]:
         if module is None:
             ready.append(name)
         else:
-            missing[name] = install_hint(trainer.extra, module)
+            missing[name] = install_hint(trainer, module)
     ready.sort(key=lambda name: name != "baseline")
     return ready, missing
-
-
-# ------------------------------------------------------------------ the install command
-def install_command(extra: str) -> str:
-    """The shell command that installs `extra`, quoted for copying into a shell."""
-    checkout = editable_checkout()
-    if checkout is not None:
-        return f"pip install -e {shlex.quote(f'{checkout}[{extra}]')}"
-    return f"pip install {shlex.quote(f'{DISTRIBUTION}[{extra}]')}"
-
-
-def editable_checkout() -> Path | None:
-    """The checkout this evalkit is imported from, when it is an editable install of it; else None.
-
-    A distribution counts only if the running package lives inside its source directory (a stale
-    `evalkit.egg-info` in the working directory, or an editable install of another checkout, does not)."""
-    package = Path(__file__).resolve().parent
-    for text in _direct_urls():
-        source = _editable_source(text)
-        if source is not None and package.is_relative_to(source):
-            return source
-    return None
-
-
-def _direct_urls() -> Iterator[str | None]:
-    """The `direct_url.json` text of every installed evalkit distribution (None where there is none)."""
-    for dist in metadata.distributions(name=DISTRIBUTION):
-        yield dist.read_text("direct_url.json")
-
-
-def _editable_source(text: str | None) -> Path | None:
-    try:
-        info = json.loads(text) if text else {}
-    except ValueError:
-        return None
-    if not isinstance(info, dict):
-        return None
-    url = info.get("url", "")
-    if not (info.get("dir_info") or {}).get("editable") or not url.startswith("file:"):
-        return None
-    return Path(url2pathname(urlparse(url).path)).resolve()

@@ -42,7 +42,7 @@ def test_trains_with_the_baselines_metrics_and_exports_its_effective_config(runs
     assert run.data.tags["evalkit.trainer"] == "fabric"
     assert set(run.data.metrics) == set(baseline.data.metrics)
     cfg = effective_config(client, run)
-    assert cfg["versions"]["lightning"] != "not installed" and cfg["monkeypatching"] == "none"
+    assert run.data.tags["evalkit.version.lightning"] != "not installed" and cfg["monkeypatching"] == "none"
     fabric = cfg["fabric"]
     assert fabric["precision"] == flag and fabric["strategy"] == "SingleDeviceStrategy"
     assert fabric["world_size"] == 1 and fabric["device"] == "cpu"

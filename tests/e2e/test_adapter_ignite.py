@@ -99,6 +99,7 @@ def test_defaults_mode_runs_the_quick_start_even_where_it_cannot_clip(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     client, (run,) = job_runs(tmp_path)
     assert run.info.status == "FINISHED"
-    deviations = effective_config(client, run)["known_deviations"]
-    assert deviations[0] == ("defaults: create_supervised_trainer (quick start) has no gradient clipping: "
-                             "train.grad_clip=0.5 is not applied")
+    report = effective_config(client, run)
+    assert report["deviations"][0] == {"code": "clip.not_applied", "text": "defaults: create_supervised_trainer "
+                                       "(quick start) has no gradient clipping: train.grad_clip is not applied"}
+    assert report["grad_clip"] == 0.5

@@ -44,7 +44,7 @@ def test_trains_with_the_baselines_metrics_and_exports_its_effective_config(runs
     assert set(run.data.metrics) == set(baseline.data.metrics)
     cfg = effective_config(client, run)
     trainer = cfg["trainer"]
-    assert cfg["versions"]["lightning"] != "not installed"
+    assert run.data.tags["evalkit.version.lightning"] != "not installed"     # conf/trainer/lightning.yaml
     assert trainer["precision"] == flag and trainer["max_steps"] == 50 and trainer["global_step"] == 50
     assert trainer["accumulate_grad_batches"] == 1 and trainer["gradient_clip_val"] == 1.0
     assert trainer["gradient_clip_algorithm"] == "norm" and trainer["num_sanity_val_steps"] == 0

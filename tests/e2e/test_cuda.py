@@ -7,6 +7,8 @@ import pytest
 import torch
 from helpers import job_runs, run_evalkit
 
+from evalkit.trainers import bundled_trainers
+
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")
 
 
@@ -30,7 +32,7 @@ def test_auto_hardware_without_a_gpu_trains_every_rank_on_the_cpu(workdir):
         assert summary["device"] == "cpu" and "nvml_used_bytes" not in summary
 
 
-TRAINERS = ["baseline", "lightning", "fabric", "accelerate", "hf_trainer", "ignite"]
+TRAINERS = sorted(bundled_trainers(), key=lambda name: name != "baseline")     # the baseline first
 
 
 @pytest.mark.cuda

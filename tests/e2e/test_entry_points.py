@@ -39,8 +39,6 @@ def test_third_party_adapter_by_import_path(workdir):
             """A third-party adapter: nothing of evalkit's is edited to run it."""
             def __init__(self, mode="aligned", options=None):
                 self.mode = mode
-            def versions(self):
-                return {"my-wrapper": "0.0.1"}
             def effective_config(self):
                 return {"loop": "third party"}
             def fit(self, job):
@@ -53,11 +51,16 @@ def test_third_party_adapter_by_import_path(workdir):
                     job.task.loss_fn(model(x), y).backward()
                     opt.step(); opt.zero_grad(); sched.step()
     '''))
+    # what it needs is its trainer config's (here numpy stands for its wrapper: the version recorded is that of the
+    # requirement's distribution)
     proc = run_evalkit(workdir, "trainer._target_=my_adapter.PlainLoop", "trainer.name=plain", "train.max_steps=5",
+                       "trainer.requirements=[numpy]", "trainer.modules=[numpy]",
                        "task.n_train=256", "task.n_val=64", env={"PYTHONPATH": str(workdir)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     client, (run,) = job_runs(workdir)
-    assert run.data.tags["evalkit.trainer"] == "plain" and run.data.tags["evalkit.wrapper_version"] == "0.0.1"
+    import numpy
+
+    assert run.data.tags["evalkit.trainer"] == "plain" and run.data.tags["evalkit.wrapper_version"] == numpy.__version__
     assert [r["step"] for r in read_records(client, run.info.run_id)] == ["1", "2", "3", "4", "5"]
 
 

@@ -3,7 +3,7 @@
 `PlantedAdapter(mode=..., options={"wrong": NAME})`; NAME is one of `WRONGS` ("none" = the baseline's semantics:
 windows of `grad_accum` micro-batches, shorter at epoch end, each loss divided by the window's size; clip after
 unscale; the scheduler stepped once per optimizer step; validation every `val_every` steps and at the end).
-The report names the planted wrong but lists no `known_deviations`: the probe must find it from the records.
+The report names the planted wrong but reports no `deviations`: the probe must find it from the records.
 Checkpoints are not written and resuming is refused: the probe never resumes.
 """
 from __future__ import annotations
@@ -295,6 +295,6 @@ class PlantedAdapter(WrapperAdapter):
         model.train()
 
     def _record_settings(self, job: TrainJob) -> None:
-        """What was planted; no `known_deviations`: the probe must find the difference from the records."""
+        """What was planted; no `deviations`: the probe must find the difference from the records."""
         self._effective.update({"planted": self.wrong, "loop": "planted (tests/planted/planted_loop.py)",
-                                "world_size": job.world_size, "known_deviations": []})
+                                "world_size": job.world_size})

@@ -19,6 +19,7 @@ from typing import Any
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from adapters.baseline import BaselineAdapter
+from evalkit.contract import EffectiveConfig
 
 
 def busy(seconds: float) -> None:
@@ -57,8 +58,8 @@ class SlowBaselineAdapter(BaselineAdapter):
             if hook is not None:
                 hook.remove()
 
-    def effective_config(self) -> dict[str, Any]:
-        out = dict(super().effective_config())
-        out.update(planted_slower=self.slower, planted_jitter=self.jitter, planted_startup_ms=self.startup_ms)
-        out["planted_added_ms"] = 1000 * statistics.median(self.waits) if self.waits else 0.0
+    def effective_config(self) -> EffectiveConfig:
+        out = super().effective_config()
+        out.details.update(planted_slower=self.slower, planted_jitter=self.jitter, planted_startup_ms=self.startup_ms)
+        out.details["planted_added_ms"] = 1000 * statistics.median(self.waits) if self.waits else 0.0
         return out

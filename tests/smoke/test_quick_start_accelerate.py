@@ -13,7 +13,7 @@ import pytest
 from quick_start_spy import describe, run_clip_pair
 
 from adapters.accelerate_loop import AccelerateAdapter
-from evalkit.contract import OWNED
+from evalkit.contract import OWNED, Deviation
 
 pytestmark = pytest.mark.smoke
 pytest.importorskip("accelerate")
@@ -141,4 +141,4 @@ def test_the_quick_start_pages_and_departures_land_in_the_effective_config(spied
             assert page["version"] == accelerate.__version__ and page["follows"]
             assert page["address"].startswith(f"https://huggingface.co/docs/accelerate/v{page['version']}/en/")
         assert all(d["owns"] in OWNED and d["what"] and d["why"] for d in eff["departures"])
-        assert eff["known_deviations"] and all(isinstance(line, str) for line in eff["known_deviations"])
+        assert eff["deviations"] and all(Deviation(**d) for d in eff["deviations"])     # typed: a code and its text

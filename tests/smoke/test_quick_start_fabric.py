@@ -14,7 +14,7 @@ import pytest
 from quick_start_spy import describe, run_clip_pair
 
 from adapters.fabric import FabricAdapter
-from evalkit.contract import OWNED
+from evalkit.contract import OWNED, Deviation
 
 pytestmark = pytest.mark.smoke
 pytest.importorskip("lightning")
@@ -156,4 +156,4 @@ def test_the_quick_start_pages_and_departures_land_in_the_effective_config(spied
             assert page["version"] == lightning.__version__ and page["follows"]
             assert page["address"].startswith(f"https://lightning.ai/docs/fabric/{page['version']}/")
         assert all(d["owns"] in OWNED and d["what"] and d["why"] for d in eff["departures"])
-        assert eff["known_deviations"] and all(isinstance(line, str) for line in eff["known_deviations"])
+        assert eff["deviations"] and all(Deviation(**d) for d in eff["deviations"])     # typed: a code and its text

@@ -146,5 +146,6 @@ def test_the_quick_start_pages_and_departures_land_in_the_effective_config(spied
         assert page["version"] == ignite.__version__ and page["follows"] and page["address"].startswith("https://")
     assert all(d["owns"] in OWNED and d["what"] and d["why"] for d in eff["departures"])
     assert eff["trainer_arguments"] == {"gradient_accumulation_steps": 2}
-    assert eff["known_deviations"][0].startswith("defaults: create_supervised_trainer (quick start) has no gradient "
-                                                 "clipping: train.grad_clip=0.5 is not applied")
+    assert eff["deviations"][0]["code"] == "clip.not_applied" and eff["grad_clip"] == 0.5
+    assert eff["deviations"][0]["text"].startswith("defaults: create_supervised_trainer (quick start) has no gradient "
+                                                   "clipping: train.grad_clip is not applied")

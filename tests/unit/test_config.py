@@ -12,6 +12,7 @@ from hydra.utils import get_class, get_method
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
+from evalkit.adapter_class import ADAPTER_METHODS
 from evalkit.config import register_configs
 from evalkit.tasks.schemas import BUNDLED, COMMON, builder_arguments
 
@@ -55,7 +56,7 @@ def test_every_trainer_target_binds_the_adapter_signature(yaml):
     cls = get_class(cfg.trainer._target_)
     params = inspect.signature(cls).parameters
     assert "mode" in params and "options" in params
-    for method in ("versions", "fit", "effective_config"):
+    for method in ADAPTER_METHODS:
         assert callable(getattr(cls, method))
 
 

@@ -49,7 +49,7 @@ def refusal(cfg: DictConfig, cuda: bool) -> str | None:
 class WarmServer:
     READY_TIMEOUT_S = 120.0
 
-    def __init__(self, target: str, env: dict[str, str]):
+    def __init__(self, target: str, env: dict[str, str], modules: tuple[str, ...] = ()):
         self.target = target
         self.exited: dict[int, int] = {}
         self.forked: dict[int, int] = {}
@@ -60,7 +60,7 @@ class WarmServer:
         # the padding: room for each forked worker to show its own command line and environment (zygote.show_as)
         room = "_" * names.PROC_ROOM
         env = {**{k: v for k, v in env.items() if k not in RANK_VARIABLES}, names.PROC_ROOM_ENV: room}
-        self.proc = subprocess.Popen([sys.executable, "-m", "evalkit.worker.zygote", target, room], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "evalkit.worker.zygote", target, room, *modules], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         threading.Thread(target=self._read, name="evalkit-warm-server", daemon=True).start()
         with self._cond:
@@ -166,18 +166,19 @@ _servers: dict[tuple, WarmServer] = {}      # oldest use first
 MAX_SERVERS = 8
 
 
-def server_for(target: str, env: dict[str, str]) -> WarmServer:
-    """The warm server of this adapter and environment, started on first use. The environment that identifies a
+def server_for(target: str, env: dict[str, str], modules: tuple[str, ...] = ()) -> WarmServer:
+    """The warm server of this adapter, its wrapper's modules (the trainer's `modules`, imported by the server) and
+    environment, started on first use. The environment that identifies a
     server is what its imports may read (paths, a wrapper's own variables): the rank variables, the thread counts
     (each child sets its own) and evalkit's own (`EVALKIT_*`: the job's position in its sweep, its parent run) are
     set in each forked child."""
-    key = (target, tuple(sorted((k, v) for k, v in env.items()
+    key = (target, modules, tuple(sorted((k, v) for k, v in env.items()
                                 if k not in RANK_VARIABLES | THREAD_VARIABLES and not k.startswith("EVALKIT_"))))
     server = _servers.pop(key, None)
     if server is None or not server.alive:
         while len(_servers) >= MAX_SERVERS:
             _servers.pop(next(iter(_servers))).close()
-        server = WarmServer(target, env)
+        server = WarmServer(target, env, modules)
     _servers[key] = server
     return server
 

@@ -2,12 +2,13 @@
 
 Started by the controller as `python -m evalkit.worker <job_dir>` with torch elastic environment
 variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, ...). It talks
-to nobody but its spool: records, its summary, the adapter's versions and effective config, and on
-failure its traceback.
+to nobody but its spool: records, its summary, the wrapper's versions (its trainer's `requirements`), the adapter's
+effective config, and on failure its traceback.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import random
@@ -27,6 +28,7 @@ from evalkit import names
 from evalkit.contract import (
     Adapter,
     AdapterUnavailable,
+    EffectiveConfig,
     NotAnAdapter,
     Precision,
     Recipe,
@@ -43,7 +45,7 @@ from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
 from evalkit.tasks.datasets import describe as describe_data
 from evalkit.tasks.schemas import builder_arguments
-from evalkit.trainers import not_installed
+from evalkit.trainers import modules, not_installed, requirements, versions
 from evalkit.worker.faults import FaultInjector
 from evalkit.worker.load_watch import LoadWatch
 from evalkit.worker.optim import make_optimizer, make_scheduler
@@ -86,7 +88,7 @@ def load_adapter(trainer: DictConfig) -> Adapter:
         cls = get_class(trainer._target_)
     except Exception as exc:  # hydra wraps the ImportError; find the missing module in the chain
         module = _missing_module(exc)
-        if module and trainer.extra:
+        if module and requirements(trainer):
             raise AdapterUnavailable(not_installed(trainer, module)) from exc
         raise
     problem = not_an_adapter(cls, trainer._target_)
@@ -152,12 +154,11 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         if cfg.hardware.threads:     # fixed by the controller for every arm, before any wrapper is imported
             torch.set_num_threads(cfg.hardware.threads)
         adapter = load_adapter(cfg.trainer)
-        preload = getattr(adapter, "preload", None)
-        if callable(preload):        # the wrapper's modules now, so that their memory is not training memory
-            preload()
+        for module in modules(cfg.trainer):   # the wrapper's modules now, so that their memory is not training memory
+            importlib.import_module(module)
         startup.mark("wrapper_imported")
         if rank == 0:
-            spool.write_json("versions.json", {**adapter.versions(), "torch": torch.__version__})
+            spool.write_json(names.VERSIONS_FILE, {**versions(cfg.trainer), "torch": torch.__version__})
         device = resolve_device(cfg.hardware.device, int(os.environ.get("LOCAL_RANK", 0)))
         if device.type == "cuda":
             torch.cuda.set_device(device)   # before any CUDA work: observers' events, NCCL, RNG use the current one
@@ -165,11 +166,11 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         import_rss = current_rss()
         task = build_task(cfg)
         if rank == 0:
-            spool.write_json("task.json", {"metric": task.metric.name,
-                                           "higher_is_better": task.metric.higher_is_better,
-                                           "scale": task.metric.scale,
-                                           "datasets": describe_data(task, cfg.task._target_, cfg.seed,
-                                                                     builder_arguments(cfg.task))})
+            spool.write_json(names.TASK_INFO_FILE, {"metric": task.metric.name,
+                                                    "higher_is_better": task.metric.higher_is_better,
+                                                    "scale": task.metric.scale,
+                                                    "datasets": describe_data(task, cfg.task._target_, cfg.seed,
+                                                                              builder_arguments(cfg.task))})
         profiled = CallProfile(cfg.observe.call_profile, cfg.observe.warmup_steps) \
             if cfg.observe.get("call_profile") else None
         turns = spec.get("turns")
@@ -208,12 +209,12 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         pinned = bool(os.environ.get(names.CPUS_ENV) or os.environ.get(names.CPUS_AT_TURN_ENV))
         if isinstance(deprecations, DeprecationRecorder):
             summary["deprecations"] = [w.as_dict() for w in deprecations.summary()]
-        spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "device": str(device), **summary,
-                                                       **startup.summary(), "cpus": cpus,
-                                                       **(loads.summary() if loads is not None else {}),
-                                                       "cpus_pinned": pinned})
+        spool.write_json(names.summary_file(rank), {"rank": rank, "device": str(device), **summary,
+                                                    **startup.summary(), "cpus": cpus,
+                                                    **(loads.summary() if loads is not None else {}),
+                                                    "cpus_pinned": pinned})
         if rank == 0:
-            spool.write_json("effective_config.json", redact(effective_config(adapter, window_done)))
+            spool.write_json(names.EFFECTIVE_CONFIG_FILE, redact(effective_config(adapter, window_done)))
             if profiled is not None and profiled.result is not None:
                 spool.write_json(names.CALL_PROFILE_FILE, profiled.result)
         return 0
@@ -225,18 +226,19 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
             spool.flush()
         if isinstance(exc, SystemExit):             # the exit status the wrapper asked for: evidence (issue 28)
             with contextlib.suppress(OSError):
-                spool.write_json(f"summary_rank{rank}.json", {"rank": rank, "system_exit": system_exit(exc)})
-        with open(os.path.join(spec["spool_dir"], f"error_rank{rank}.txt"), "w") as fh:
+                spool.write_json(names.summary_file(rank), {"rank": rank, "system_exit": system_exit(exc)})
+        with open(os.path.join(spec["spool_dir"], names.error_file(rank)), "w") as fh:
             fh.write(f"{error_summary(exc)}\n\n{traceback.format_exc()}")
         traceback.print_exc()
         return 3 if isinstance(exc, AdapterUnavailable) else 1
 
 
 def effective_config(adapter: Adapter, window_done: bool) -> dict[str, Any]:
-    """The adapter's effective config; after a fit the turn table ended (`window_done`), what it can still say (a
-    wrapper stopped mid-fit may not have it all), else the reason it cannot."""
+    """The adapter's effective config as recorded (`EffectiveConfig.as_json`); after a fit the turn table ended
+    (`window_done`), what it can still say (a wrapper stopped mid-fit may not have it all), else the reason it
+    cannot."""
     try:
-        return adapter.effective_config()
+        return EffectiveConfig.of(adapter.effective_config()).as_json()
     except Exception as exc:  # noqa: BLE001 - a timed job's measurement does not depend on it
         if not window_done:
             raise

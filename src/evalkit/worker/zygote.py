@@ -1,12 +1,14 @@
-"""`python -m evalkit.worker.zygote <adapter target>`: a warm server from which a job's workers are forked.
+"""`python -m evalkit.worker.zygote <adapter target> <padding> [module ...]`: a warm server from which a job's workers
+are forked.
 
 A worker started as a fresh interpreter pays its imports on every job (torch about 1.5 s here, a wrapper up to
-several more). This server imports torch, evalkit's worker and the adapter's wrapper modules once
-(`WrapperAdapter.preload_modules`), runs nothing else (no training, no thread pool, no CUDA), then forks one child
-per worker the controller asks for. Each child is a fresh copy of that state: nothing a job does reaches the server
-or the next job. In the child, before the worker runs anything: a new session, the worker's own environment
-(rank, rendezvous, threads), its log file as stdout and stderr, its CPUs, the RNGs reseeded from the OS as a fresh
-interpreter's are, and `names.CONTROLLER_PID_ENV` set to this server (which dies with the controller: the chain holds).
+several more). This server imports torch, evalkit's worker, the adapter's module and the wrapper's modules once
+(the trainer config's `modules`, given by the controller), runs nothing else (no training, no thread pool, no CUDA),
+then forks one child per worker the controller asks for. Each child is a fresh copy of that state: nothing a job
+does reaches the server or the next job. In the child, before the worker runs anything: a new session, the worker's
+own environment (rank, rendezvous, threads), its log file as stdout and stderr, its CPUs, the RNGs reseeded from the
+OS as a fresh interpreter's are, and `names.CONTROLLER_PID_ENV` set to this server (which dies with the controller:
+the chain holds).
 From outside (ps, /proc, py-spy) a forked worker looks like a fresh one: its command line is rewritten in place to
 `python -m evalkit.worker <run dir>` and its /proc environ to its own environment, into room the controller leaves
 at the server's start (`names.PROC_ROOM` bytes of padding, an argument and `names.PROC_ROOM_ENV`); where they do not
@@ -63,9 +65,9 @@ def _send(message: dict) -> None:
     sys.__stdout__.flush()
 
 
-def preload(target: str) -> dict:
-    """Import torch, the worker and the adapter's wrapper modules; what was imported and how long it took. A module
-    that fails to import is left to the worker, which reports it as it would in a fresh interpreter."""
+def preload(target: str, wrapper_modules: list[str]) -> dict:
+    """Import torch, the worker, the adapter's module and the wrapper's modules; what was imported and how long it
+    took. A module that fails to import is left to the worker, which reports it as it would in a fresh interpreter."""
     started = time.monotonic()
     import torch
 
@@ -82,10 +84,10 @@ def preload(target: str) -> dict:
     modules, failed = ["torch", "evalkit.worker.run"], None
     try:
         module_name, _, class_name = target.rpartition(".")
-        cls = getattr(importlib.import_module(module_name), class_name)
-        for name in getattr(cls, "preload_modules", ()):
+        getattr(importlib.import_module(module_name), class_name)
+        for name in wrapper_modules:
             importlib.import_module(name)
-        modules += [module_name, *getattr(cls, "preload_modules", ())]
+        modules += [module_name, *wrapper_modules]
     except Exception as exc:  # noqa: BLE001 - the worker raises it again, in its own log, with evalkit's message
         failed = f"{type(exc).__name__}: {exc}"
     return {"modules": modules, "import_s": round(time.monotonic() - started, 3), "failed": failed}
@@ -157,14 +159,14 @@ def _reseed() -> None:
         sys.modules["numpy"].random.seed()
 
 
-def serve(target: str) -> int:
+def serve(target: str, wrapper_modules: list[str]) -> int:
     from evalkit.worker.run import die_with_controller
 
     show_as([sys.executable, "-m", "evalkit.worker.zygote", target], dict(os.environ))
     os.environ.pop(names.PROC_ROOM_ENV, None)
     die_with_controller()
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the controller's to handle
-    info = preload(target)
+    info = preload(target, wrapper_modules)
     problem = unsafe_to_fork()
     if problem:
         _send({"refused": problem})
@@ -204,7 +206,7 @@ def serve(target: str) -> int:
 
 
 if __name__ == "__main__":
-    code = serve(sys.argv[1])     # sys.argv[2]: the padding (names.PROC_ROOM)
+    code = serve(sys.argv[1], sys.argv[3:])     # sys.argv[2]: the padding (names.PROC_ROOM)
     sys.__stdout__.flush()
     # Nothing of the server's needs tearing down: skip the interpreter's teardown of torch and the wrapper (up to
     # 1.7 s here), which the controller would wait for at the end of every sweep, once per server.

@@ -145,20 +145,20 @@ def test_a_checkpoint_from_elsewhere_is_not_refused_but_warned_and_tagged(tmp_pa
 # ------------------------------------------------------------------ item 17: a class that is not an adapter
 def test_a_class_without_the_adapter_methods_is_refused_before_it_is_constructed():
     trainer = OmegaConf.create({"_target_": "collections.Counter", "name": "counter", "mode": "aligned",
-                                "extra": "", "options": {}})
+                                "requirements": [], "modules": [], "options": {}})
     with pytest.raises(NotAnAdapter) as info:
         load_adapter(trainer)
     assert str(info.value) == (
-        "trainer._target_=collections.Counter is not an evalkit adapter: Counter has no versions(), fit(), "
-        "effective_config(); point trainer._target_ at a class with versions(), fit(job) and effective_config() "
-        "(the Adapter protocol in evalkit/contract.py)")
+        "trainer._target_=collections.Counter is not an evalkit adapter: Counter has no fit(), effective_config(); "
+        "point trainer._target_ at a class with fit(job) and effective_config() (the Adapter protocol in "
+        "evalkit/contract.py)")
 
 
 def test_the_controller_checks_the_class_only_where_importing_it_imports_no_wrapper():
     import evalkit.controller.job  # noqa: F401 - a module the controller has imported already
 
     assert "is not an evalkit adapter" in adapter_class_problem("collections.Counter")   # standard library
-    assert "Controller has no versions()" in adapter_class_problem("evalkit.controller.job.Controller")  # imported
+    assert "Controller has no fit()" in adapter_class_problem("evalkit.controller.job.Controller")  # imported
     if "adapters.ignite_engine" not in sys.modules:
         assert adapter_class_problem("adapters.ignite_engine.IgniteAdapter") is None
         assert "adapters.ignite_engine" not in sys.modules                                # left to the worker

@@ -11,8 +11,8 @@ from evalkit.controller import warm
 class FakeServer:
     started: list[tuple[str, dict]] = []
 
-    def __init__(self, target: str, env: dict[str, str]):
-        self.target, self.env, self.closed = target, env, False
+    def __init__(self, target: str, env: dict[str, str], modules: tuple[str, ...] = ()):
+        self.target, self.env, self.modules, self.closed = target, env, modules, False
         FakeServer.started.append((target, env))
 
     @property
@@ -44,7 +44,10 @@ def test_one_server_per_adapter_and_environment_whatever_the_rank_threads_and_po
     # what the imports may read (a path, a wrapper's variable) makes another server; so does another adapter
     assert warm.server_for("adapters.fabric.FabricAdapter", {**ENV, "PYTHONPATH": "/elsewhere"}) is not first
     assert warm.server_for("adapters.baseline.BaselineAdapter", ENV) is not first
-    assert len(servers) == 3
+    # the wrapper modules it imports (the trainer's `modules`) are the server's too
+    lightning = warm.server_for("adapters.fabric.FabricAdapter", ENV, ("lightning.fabric",))
+    assert lightning is not first and lightning.modules == ("lightning.fabric",)
+    assert len(servers) == 4
 
 
 def test_the_least_recently_used_server_closes_beyond_the_limit(servers, monkeypatch):

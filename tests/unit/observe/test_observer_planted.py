@@ -80,7 +80,7 @@ def _run(spool: str, adapter, seed: int = 0, grad_clip: float | None = None) -> 
     micros = [[m for m in records if m["kind"] == "micro" and m["step"] == s["step"]] for s in steps]
     params = [torch.tensor(r["values"]) for r in records if r["kind"] == "params"]
     return Run(steps, micros, [r for r in records if r["kind"] == "val"], params, summary,
-               adapter.effective_config(), [r for r in records if r["kind"] == "optimizer"])
+               adapter.effective_config().as_json(), [r for r in records if r["kind"] == "optimizer"])
 
 
 @pytest.fixture(scope="module")
@@ -420,7 +420,7 @@ CHECKS: dict[str, Callable] = {
 def test_planted_wrong_shows_in_the_records(run, wrong):
     CHECKS[wrong](run)
     report = run(wrong).effective
-    assert report["planted"] == wrong and report["known_deviations"] == []
+    assert report["planted"] == wrong and report["deviations"] == []
 
 
 def test_every_wrong_is_checked():

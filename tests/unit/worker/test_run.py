@@ -1,10 +1,13 @@
-"""The worker's hand-over of the task's model to the wrapper (issue 29): in the mode `train.model_mode` says."""
+"""The worker's hand-over of the task's model to the wrapper (issue 29): in the mode `train.model_mode` says; and what
+it records of the adapter's report: the typed effective config, whatever the adapter returned."""
 from __future__ import annotations
 
+import pytest
 from omegaconf import OmegaConf
 
+from evalkit.contract import Deviation, WrapperAdapter
 from evalkit.tasks.catalog import mlp_regression
-from evalkit.worker.run import hand_over
+from evalkit.worker.run import effective_config, hand_over
 
 
 def _modes(model) -> set[bool]:
@@ -20,3 +23,32 @@ def test_the_model_reaches_the_wrapper_in_eval_mode_when_the_run_says_so_as_a_pr
     task.model.eval()
     hand_over(task, OmegaConf.create({"train": {}}))            # the default: as built, in train mode
     assert _modes(task.model) == {True}
+
+
+class _Reporting(WrapperAdapter):
+    deviations = (Deviation("batch.partial", "the epoch's last batch is kept"),)
+
+    def fit(self, job) -> None:
+        self.record_deviations("batch.partial")
+        self.explicit_settings = {"drop_last": False}
+        self._effective["loop"] = "its own"
+
+
+class _Plain:
+    def __init__(self, report):
+        self.report = report
+
+    def effective_config(self):
+        return self.report
+
+
+def test_the_worker_records_the_typed_effective_config_whatever_the_adapter_returned():
+    adapter = _Reporting()
+    adapter.fit(None)
+    assert effective_config(adapter, window_done=False) == {
+        "loop": "its own", "mode": "aligned", "aligns": {}, "explicit_settings": {"drop_last": False},
+        "deviations": [{"code": "batch.partial", "text": "the epoch's last batch is kept"}]}
+    plain = effective_config(_Plain({"loop": "third party"}), window_done=False)       # a plain dict, typed
+    assert plain == {"loop": "third party", "mode": "aligned", "deviations": [], "aligns": {}}
+    with pytest.raises(ValueError, match="wrong shape"):
+        effective_config(_Plain({"deviations": ["words only"]}), window_done=False)

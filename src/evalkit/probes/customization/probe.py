@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from evalkit.caliber import caliber_tag
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.customization.plan import (
     CALLBACK,
@@ -19,6 +20,7 @@ from evalkit.probes.customization.plan import (
 )
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
+from evalkit.trainers import packages as trainer_packages
 
 # The control: the baseline's own customizations (the hand-written loop's), measured in the same run as the wrapper's.
 CONTROL_TRAINER = Path(__file__).resolve().parents[2] / "conf" / "trainer" / "baseline.yaml"
@@ -44,8 +46,9 @@ class CustomizationProbe:
 
     def caliber(self, cfg: DictConfig) -> str:
         limits = cfg.probe.customization
-        return (f"customization|hw={cfg.hardware.name}|sgd|loss:steps={LOSS_STEPS},l1={limits.l1_weight:g}"
-                f"|callback:accum=2,steps={callback_steps(int(limits.stop_at_step))},stop={limits.stop_at_step}")
+        return caliber_tag("customization", hw=cfg.hardware.name, opt="sgd", loss_steps=LOSS_STEPS,
+                           l1=float(limits.l1_weight), callback_accum=2,
+                           callback_steps=callback_steps(int(limits.stop_at_step)), stop=limits.stop_at_step)
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         written = dict(cfg.trainer.get("customizations") or {})
@@ -75,7 +78,7 @@ def measure_sources(trainer: Any) -> tuple[dict[str, Any], list[str]]:
 
     written = dict(trainer.get("customizations") or {})
     plain = module_file(trainer._target_)
-    packages = tuple(trainer.get("requires") or ())
+    packages = tuple(trainer_packages(trainer))
     sources, notes = {}, []
     for name in (LOSS, CALLBACK):
         if name not in written:

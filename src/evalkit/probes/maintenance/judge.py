@@ -30,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult
-from evalkit.probes.maintenance.probe import STANDARD_RUN
+from evalkit.probes.maintenance.plan import STANDARD_RUN
 
 MIB = 2**20
 # How each threshold is calibrated, one line each (shown in the result's notes).
@@ -100,7 +100,7 @@ def judge(jobs: list[JobEvidence], measured: dict[str, Any]) -> ProbeResult:
                     findings.append(_over(code, text, f"limit {limits.get('max_' + code)} {unit} "
                                                       f"(probe.maintenance.max_{code})"))
     elif measured.get("distribution") and measured.get("version"):
-        missing.append("import cost (the trainer names no module to import: set trainer.import_modules)")
+        missing.append("import cost (the trainer names no module to import: set trainer.modules)")
 
     deps = measured.get("dependencies")
     if deps:

@@ -21,6 +21,7 @@ from evalkit.probes.maintenance.deps import (
 )
 from evalkit.probes.maintenance.imports import import_cost
 from evalkit.probes.maintenance.releases import ReleaseHistory, release_history
+from evalkit.trainers import install_hint, modules, wrapper_distribution
 
 
 def installed_version(distribution: str) -> str | None:
@@ -31,8 +32,9 @@ def installed_version(distribution: str) -> str | None:
 
 
 def measure_environment(trainer: Any, limits: dict[str, Any], cache_dir: str) -> dict[str, Any]:
-    """`trainer`: the trainer config (`distribution`, `import_modules`, `extra`); `limits`: probe.maintenance."""
-    dist = str(trainer.get("distribution") or "")
+    """`trainer`: the trainer config (its `requirements` and `modules`, `evalkit.trainers`); `limits`:
+    probe.maintenance."""
+    dist = wrapper_distribution(trainer)
     out: dict[str, Any] = {"limits": limits, "distribution": dist, "notes": []}
     index = dict(index_url=limits["index_url"], cache_dir=cache_dir, offline=bool(limits["offline"]))
     out["candidates"] = [candidate(name, index) for name in limits.get("candidates") or []]
@@ -43,19 +45,17 @@ def measure_environment(trainer: Any, limits: dict[str, Any], cache_dir: str) ->
     version = installed_version(dist)
     out["version"] = version
     if version is None:
-        extra = trainer.get("extra")
-        out["notes"].append(f"{dist} is not installed" + (f": pip install -e '.[{extra}]'" if extra else ""))
+        out["notes"].append(f"{dist} is not installed: {install_hint(trainer, dist)}")
         return out
     try:
         out["dependencies"] = dependency_closure(dist).as_dict()
         out["core"] = core_packages()
     except DistributionNotInstalled as exc:
         out["notes"].append(str(exc))
-    modules = list(trainer.get("import_modules") or trainer.get("requires") or [])
-    if modules:
-        extra = trainer.get("extra")
-        out["imports"] = import_cost(modules, repeats=int(limits["import_repeats"]),
-                                     hint=f"pip install -e '.[{extra}]'" if extra else None).as_dict()
+    imported = modules(trainer)
+    if imported:
+        out["imports"] = import_cost(imported, repeats=int(limits["import_repeats"]),
+                                     hint=install_hint(trainer, imported[0])).as_dict()
     out["releases"] = history(dist, version, index).as_dict()
     return out
 

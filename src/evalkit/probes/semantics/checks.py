@@ -1,32 +1,24 @@
 """Direct checks of a job's records: step count, validation cadence and mode, forwards no step accounts for,
-training mode, precision; and the adapter's own words about a difference (`declared`)."""
+training mode, precision; and the adapter's own words about a difference (`declared`, by the deviation's code)."""
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 from typing import Callable
 
+from evalkit.effective import EffectiveConfig
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding
 from evalkit.probes.semantics.oracle import Caliber, expected_val_steps
 
-KEYWORDS = {                          # code prefix -> words a known_deviations line uses about it
-    "lr": ("schedul", "lr", "warm"), "sched": ("schedul",), "loss": ("loss", "accumul"),
-    "window": ("window", "accumul", "epoch end", "last batch"), "clip": ("clip",), "wd": ("decay",),
-    "ddp": ("ddp", "rank", "reduc"), "order": ("order", "sampler", "shuffl"), "val": ("validat",),
-    "forward": ("sanity", "validat", "forward"), "steps": ("max_steps", "steps"), "precision": ("precision", "dtype"),
-    "micro": ("train mode", "eval"), "update": ("update", "optimi"), "optim": ("optimi",),
-    "batch": ("drop_last", "last batch", "incomplete"),
-}
-
 
 def declared_lookup(effective: dict) -> Callable[[str], str]:
-    """code -> the first known_deviations line that clearly talks about it ("" when none does)."""
-    lines = [str(line) for line in effective.get("known_deviations", []) or []]
+    """finding code -> the text of the deviation the adapter reported that explains it, matched by code
+    (`Deviation.explains`: the same code or its family, never words of the text); "" when none does."""
+    deviations = EffectiveConfig.of(effective).deviations
 
     def declared(code: str) -> str:
-        words = KEYWORDS.get(code.split(".")[0], KEYWORDS.get(code.split(".")[-1], ()))
-        return next((line for line in lines if any(w in line.lower() for w in words)), "")
+        return next((d.text for d in deviations if d.explains(code)), "")
     return declared
 
 

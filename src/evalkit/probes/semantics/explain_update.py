@@ -232,7 +232,8 @@ def check_update(job: str, steps: list[ObservedStep], cal: Caliber, declared: Ca
         cos = float(step.delta @ exp_delta / (np.linalg.norm(step.delta) * np.linalg.norm(exp_delta) + 1e-300))
         return [Finding(code="unexplained.update", title="parameter update differs from the oracle's (unexplained)",
                         size=f"{_scale_words(steps, cal, rule=rule)} (median), cosine {cos:.4f} at step {first}; "
-                             f"{len(wrong)} of {len(steps)} steps differ", declared=declared("update"), **base)]
+                             f"{len(wrong)} of {len(steps)} steps differ",
+                        declared=declared("unexplained.update"), **base)]
     simplest = min(m.changes for m in good)
     best = [m for m in good if m.changes == simplest]
     findings = []

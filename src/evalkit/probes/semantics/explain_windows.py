@@ -89,7 +89,7 @@ def check_windows(job: str, cal: Caliber, sampler: Sampler, streams, declared: C
                             explained_by=[words], knob=WINDOW_KNOB, declared=declared(code))]
     return [Finding(code="unexplained.windows", title="micro-batches grouped into steps differently (unexplained)",
                     job=job, first_step=first, observed=f"micro-batches per step {[sizes[k] for k in sorted(sizes)]}",
-                    size=f"from step {first}", declared=declared("window"))]
+                    size=f"from step {first}", declared=declared("unexplained.windows"))]
 
 
 def merged_stream_matches(cal: Caliber, sampler: Sampler, streams) -> bool:

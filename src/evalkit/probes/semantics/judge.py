@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from evalkit.effective import EffectiveConfig
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
 from evalkit.probes.semantics import checks
@@ -377,12 +378,11 @@ def _same_order_under_two_seeds(jobs: list[JobEvidence], findings: list[Finding]
 
 
 def _declared_not_observed(jobs: list[JobEvidence], findings: list[Finding]) -> list[str]:
-    """The adapter's own `known_deviations` that no finding confirms, each once: never a reason to drop a
+    """The deviations the adapter reported that no finding's code matches, each once: never a reason to drop a
     finding, and not a finding either (many are about resuming or fp16, which this caliber does not exercise)."""
-    quoted = {f.declared for f in findings if f.declared}
-    lines = dict.fromkeys(line for job in jobs for line in job.effective.get("known_deviations") or []
-                          if isinstance(line, str) and line not in quoted)
-    return [f"declared by the adapter, not observed at this caliber: {line}" for line in lines]
+    reported = dict.fromkeys(d for job in jobs for d in EffectiveConfig.of(job.effective).deviations)
+    return [f"declared by the adapter, not observed at this caliber: {d.text} [{d.code}]" for d in reported
+            if not any(d.explains(f.code) for f in findings)]
 
 
 def _deduplicate(findings: list[Finding]) -> list[Finding]:

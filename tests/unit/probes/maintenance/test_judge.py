@@ -128,7 +128,7 @@ def test_nothing_measured_is_inconclusive_naming_each_missing_figure_and_how_to_
     first = result.notes[0]
     assert first.startswith("a pass needs every figure; not measured: deprecations (the standard run ended FAILED: "
                             "RuntimeError: planted: fix its cause and run the probe again)")
-    assert "import cost (the trainer names no module to import: set trainer.import_modules)" in first
+    assert "import cost (the trainer names no module to import: set trainer.modules)" in first
     assert "release history (index unreachable, no cache: run the probe with network access" in first
     assert result.reason == first
     gone = judge([crashed], {"limits": LIMITS, "distribution": "fakewrap", "version": None,

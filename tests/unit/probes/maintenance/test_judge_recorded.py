@@ -34,7 +34,7 @@ def test_a_run_with_nothing_measured_but_its_dependencies_is_inconclusive_naming
     first = result["notes"][0]
     assert first.startswith("a pass needs every figure; not measured: deprecations (the standard run ended FAILED: "
                             "RuntimeError: planted: the wrapper crashes before its first step: fix its cause")
-    assert "import cost (the trainer names no module to import: set trainer.import_modules)" in first
+    assert "import cost (the trainer names no module to import: set trainer.modules)" in first
     assert "release history (" in first and "run the probe with network access to the package index" in first
     assert "deprecations" not in result["figures"] and result["figures"]["dependencies"] == 0
     cell = verdict_cell("maintenance", result, "broken")

@@ -74,11 +74,31 @@ def test_lr_semantics_are_named(jobs, code, first, lr_of):
 
 def test_unknown_lr_is_unexplained_and_a_declared_deviation_is_quoted(jobs):
     job = jobs["ws1-noclip"]
-    job.effective = {"known_deviations": ["the LR scheduler is stepped by the wrapper's own rule"]}
+    job.effective = {"deviations": [{"code": "lr", "text": "the LR scheduler is stepped by the wrapper's own rule"}]}
     _plant_lr(job, lambda k: 0.05 * (1.1 if k == 5 else 1.0) * Caliber.of(job.config).factor()(k - 1))
     finding = only(judge([job]), "unexplained.lr")
     assert finding.first_step == 5 and finding.unexplained
-    assert "scheduler" in finding.declared
+    assert finding.declared == "the LR scheduler is stepped by the wrapper's own rule"   # its family, by code
+
+
+ALREADY = {"code": "resume.finished_run_restarts",
+           "text": "Engine.run on a state that already reached max_iters starts a new run from iteration 0"}
+
+
+@pytest.mark.parametrize("deviations, declared", [
+    ([ALREADY], ""),                 # "lr" is in "already": words never link a finding to a deviation
+    ([ALREADY, {"code": "lr.per_epoch", "text": "the scheduler steps once per epoch"}], ""),   # another lr code
+    ([ALREADY, {"code": "lr.warmup_off_by_one", "text": "warm-up one step ahead"}], "warm-up one step ahead"),
+])
+def test_a_finding_is_matched_to_the_deviation_of_its_code_never_by_words(jobs, deviations, declared):
+    job = jobs["ws1-noclip"]
+    job.effective = {"deviations": deviations}
+    _plant_lr(job, Caliber.of(job.config).lr_at)
+    result = judge([job])
+    assert only(result, "lr.warmup_off_by_one").declared == declared
+    unmatched = [d for d in deviations if d["text"] != declared]
+    assert [n for n in result.notes if n.startswith("declared by the adapter, not observed")] == [
+        f"declared by the adapter, not observed at this caliber: {d['text']} [{d['code']}]" for d in unmatched]
 
 
 def test_same_finding_in_two_jobs_is_reported_once(jobs):

@@ -1,6 +1,7 @@
 """The semantic probe's judge on recorded runs of a real wrapper (tests/fixtures/semantics/wrappers/): Ignite's
 quick start (`create_supervised_trainer`, defaults mode) cannot clip, so a run asking for clipping trains unclipped
-(its adapter says so in `known_deviations`). Recorded with
+(its adapter reports the deviation `clip.not_applied`: the recordings' effective configs were given their deviations'
+codes by hand when the effective config became typed, their texts as recorded). Recorded with
 `evalkit probe=semantics trainer=ignite trainer.mode=defaults probe.world_sizes=[1]` (pytorch-ignite 0.5.5), the
 evidence taken from the probe run's `probe/semantics_evidence.json`:
 - ignite.defaults.json.gz: the clip job at the norm the plan chooses now (oracle.clip_norm_for): the unapplied clip
