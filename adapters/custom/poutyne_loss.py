@@ -1,0 +1,11 @@
+"""The custom loss with Poutyne: the `loss_function(y_pred, y)` the Model is built with, changed."""
+from __future__ import annotations
+
+from adapters.custom.options import L1Weight
+from adapters.poutyne import PoutyneAdapter
+
+
+class PoutyneCustomLoss(L1Weight, PoutyneAdapter):
+    def loss_function(self, job):
+        task_loss, l1_weight = job.task.loss_fn, self.l1_weight
+        return lambda y_pred, y: task_loss(y_pred, y) + l1_weight * y_pred.abs().mean()
