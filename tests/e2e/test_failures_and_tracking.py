@@ -1,4 +1,5 @@
-"""Failures keep their records; the tracking layout is what the README says; bad input gets one clear message."""
+"""Failures keep their records; the tracking layout is what docs/records.md and docs/running.md say; bad input gets
+one clear message."""
 from __future__ import annotations
 
 import json
@@ -95,17 +96,13 @@ def test_a_failed_job_does_not_stop_the_sweep_and_the_command_exits_nonzero(work
     assert parent.info.status == "FAILED" and parent.data.tags["evalkit.jobs_failed"] == "1"
 
 
-def test_missing_wrapper_names_the_extra(workdir):
-    proc = run_evalkit(workdir, "trainer.requires=[no_such_wrapper_pkg]", "trainer.extra=nosuch",
-                       "trainer.name=nosuch")
+def test_missing_wrapper_names_what_to_install(workdir):
+    proc = run_evalkit(workdir, "trainer.modules=[no_such_wrapper_pkg.engine]",
+                       "trainer.requirements=[no-such-wrapper==1.0]", "trainer.name=nosuch")
     assert proc.returncode != 0
-    # the hint for this installation: `pip install -e '<checkout>[nosuch]'` from an editable checkout (as in CI),
-    # `pip install 'evalkit[nosuch]'` from a wheel (tests/unit/test_config_validation.py covers both forms)
-    from evalkit.trainers import install_command
-
-    hint = install_command("nosuch")
-    assert hint.endswith("[nosuch]'")
-    assert f"'no_such_wrapper_pkg' package, which is not installed: {hint}" in proc.stderr
+    # the trainer's requirements, the same from a checkout or a wheel (tests/unit/test_trainers.py: every message)
+    assert ("'no_such_wrapper_pkg' package, which is not installed: pip install no-such-wrapper==1.0"
+            in proc.stderr)
     _, (run,) = job_runs(workdir)
     assert run.info.status == "FAILED" and "no_such_wrapper_pkg" in run.data.tags["evalkit.failure_reason"]
 

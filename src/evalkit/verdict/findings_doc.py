@@ -1,13 +1,15 @@
-"""The findings document (docs/findings.md): what each wrapper did, as one stored evaluation measured it.
+"""The results documents (docs/results/<versions>.md): what each wrapper did, as one stored evaluation measured it.
 
-Its one source is a snapshot of an evaluation's store (`docs/findings/evaluation.json`): the verdict's cells and,
-per probe, trainer and mode, the newest probe run's status, headline, figures and findings, with the versions
-they ran at. The document is rendered from the snapshot alone, so a table can only say what that evaluation
-measured, and a test checks that the committed document is the rendering of the committed snapshot: a claim
-cannot go stale silently, it goes stale with its date and versions printed above it.
+The one source of each is a snapshot of an evaluation's store (`docs/results/<versions>.json`, beside it): the
+verdict's cells and, per probe, trainer and mode, the newest probe run's status, headline, figures and findings, with
+the versions they ran at; `<versions>` is made of those versions (`results_name`), so an evaluation of other
+versions gets a document of its own. The document is rendered from the snapshot alone, so a table can only say what
+that evaluation measured, and a test checks that each committed document is the rendering of its committed snapshot:
+a claim cannot go stale silently, it goes stale with its date and versions printed above it. The README's excerpt
+of the newest one (`verdict_excerpt`) is rendered from it the same way.
 
-    python scripts/findings_tables.py snapshot --tracking-uri sqlite:///mlflow.db   # after `evalkit-eval`
-    python scripts/findings_tables.py render                                        # docs/findings.md
+    python scripts/docs.py snapshot --tracking-uri sqlite:///mlflow.db   # after `evalkit-eval`: snapshot + documents
+    python scripts/docs.py write                                         # every generated document, from its source
 """
 from __future__ import annotations
 
@@ -54,17 +56,19 @@ def take_snapshot(client, experiment: str = "evalkit", taken: str = "") -> dict:
     probes, commits = [], set()
     with tempfile.TemporaryDirectory() as tmp:
         for (probe, _, _), run in sorted(newest.items(), key=lambda kv: tuple(map(str, kv[0]))):
-            path = client.download_artifacts(run.info.run_id, f"{names.PROBE_ARTIFACT_DIR}/{probe}.json", tmp)
+            path = client.download_artifacts(
+                run.info.run_id, f"{names.PROBE_ARTIFACT_DIR}/{names.probe_result_file(probe)}", tmp)
             with open(path) as fh:
                 entry = probe_entry(run.data.tags, ProbeResult.from_json(fh.read()), run.info.run_id)
                 entry["version"] = versions.get(entry["trainer"], entry["version"])
                 probes.append(entry)
-            commits.add(run.data.tags.get("mlflow.source.git.commit", "")[:10])
+            commits.add(run.data.tags.get(names.MLFLOW_GIT_COMMIT, "")[:10])
         verdicts = client.search_runs([exp.experiment_id], f"tags.`{names.ROLE}` = '{names.ROLE_VERDICT}'",
                                       order_by=["attributes.start_time DESC"], max_results=1)
         rows = []
         if verdicts:
-            path = client.download_artifacts(verdicts[0].info.run_id, "verdict/verdict.json", tmp)
+            path = client.download_artifacts(
+                verdicts[0].info.run_id, f"{names.VERDICT_ARTIFACT_DIR}/{names.VERDICT_JSON_FILE}", tmp)
             with open(path) as fh:
                 rows = [{"trainer": r["arm"]["trainer"], "mode": r["arm"]["mode"], "task": r["arm"]["task"],
                          "caliber": r["arm"]["caliber"],
@@ -87,20 +91,54 @@ def _row(cells) -> str:
     return "| " + " | ".join(_esc(c) for c in cells) + " |"
 
 
+def results_name(snapshot: dict) -> str:
+    """The name of a snapshot's document and file: torch's version, then each wrapper's, in trainer order
+    (`torch-2.13.0+cpu_accelerate-1.16.0_fabric-2.6.6`)."""
+    probes = snapshot.get("probes", [])
+    torch = sorted({p["torch"] for p in probes if p.get("torch") not in (None, "?")})
+    wrappers = sorted({(p["trainer"], p["version"]) for p in probes if p["trainer"] != "baseline"})
+    parts = [f"torch-{v}" for v in torch] + [f"{t}-{v}" for t, v in wrappers]
+    if not parts:
+        raise ValueError("the snapshot names no version: nothing to name its document by")
+    return "_".join(parts).replace("/", "-").replace(" ", "-")
+
+
+def verdict_excerpt(snapshot: dict, document: str) -> str:
+    """The README's excerpt of a snapshot: each wrapper's seven cells in aligned mode (status only), its semantics
+    cells in both modes (in full), and the link to the whole `document`."""
+    rows = {(r["trainer"], r["mode"]): r for r in snapshot["verdict"]}
+    if not rows:
+        raise ValueError("the snapshot holds no verdict: nothing to excerpt")
+    trainers = sorted({t for t, _ in rows})
+    first = next(iter(snapshot["verdict"]))
+    out = [f"The quick evaluation of {snapshot.get('taken') or '(date not recorded)'} (task {first['task']}, caliber "
+           f"`{first['caliber']}`), aligned mode:", "", _row(["trainer", *DIMENSIONS]),
+           "|" + "---|" * (1 + len(DIMENSIONS))]
+    out += [_row([t, *(rows[t, "aligned"]["cells"][d].split(" (", 1)[0] for d in DIMENSIONS)])
+            for t in trainers if (t, "aligned") in rows]
+    out += ["", "Its semantics cells, each wrapper as its documented quick start writes it (`defaults`) and with "
+                "every documented knob set to the baseline's semantics (`aligned`):", "",
+            _row(["trainer", "defaults", "aligned"]), "|---|---|---|"]
+    out += [_row([t, *(rows[t, m]["cells"]["semantics"] if (t, m) in rows else "-" for m in ("defaults", "aligned"))])
+            for t in trainers]
+    return "\n".join(out + ["", f"Every cell with its figures and reasons: [{document}]({document})."])
+
+
 def render(snapshot: dict) -> str:
-    """docs/findings.md from a snapshot: a header saying where it comes from, then one section per table."""
+    """A results document from a snapshot: a header saying where it comes from, then one section per table."""
     if snapshot.get("schema") != SCHEMA:
         raise ValueError(f"not a findings snapshot ({snapshot.get('schema')!r}; expected {SCHEMA})")
     probes = snapshot["probes"]
     versions = sorted({(p["trainer"], p["version"]) for p in probes if p["trainer"] != "baseline"})
     torch = sorted({p["torch"] for p in probes})
     lines = ["# What each wrapper did, as one evaluation measured it", "",
-             "<!-- generated by scripts/findings_tables.py from docs/findings/evaluation.json: do not edit -->", "",
+             f"<!-- generated by scripts/docs.py from {results_name(snapshot)}.json beside it: do not edit -->", "",
              f"Taken {snapshot.get('taken') or '(date not recorded)'} at evalkit {snapshot['evalkit_commit']}, torch "
              f"{', '.join(torch) or '?'}, " + ", ".join(f"{t} {v}" for t, v in versions) + ". Every line below is "
              "what that evaluation's probe runs and verdict recorded; a newer version of a wrapper, or of evalkit's "
-             "judges, may say otherwise: run `evalkit-eval`, then `python scripts/findings_tables.py snapshot` and "
-             "`render` to bring it up to date.", ""]
+             "judges, may say otherwise: run `evalkit-eval`, then `python scripts/docs.py snapshot` to record it "
+             "(a document of its own when the versions differ). What each probe does and how it judges: "
+             "[docs/probes/](../probes/).", ""]
     lines += _verdict_section(snapshot["verdict"]) + _headlines_section(probes)
     for mode in ("defaults", "aligned"):
         lines += _semantics_section(probes, mode)

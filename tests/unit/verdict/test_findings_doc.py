@@ -1,6 +1,7 @@
-"""docs/findings.md has one source: a snapshot of a stored evaluation. The snapshot keeps the newest finished
-probe run per probe, trainer and mode and the newest verdict's cells; the document is rendered from it alone,
-and the committed document must be the rendering of the committed snapshot."""
+"""docs/results/<versions>.md has one source: a snapshot of a stored evaluation beside it. The snapshot keeps the
+newest finished probe run per probe, trainer and mode and the newest verdict's cells; the document is rendered from it
+alone, named by the versions it measured, and each committed document must be the rendering of its committed
+snapshot (tests/unit/scripts/test_docs.py checks every generated document the same way)."""
 from __future__ import annotations
 
 import json
@@ -8,12 +9,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import REPO
 
 from evalkit import names
 from evalkit.probes.findings import Finding, ProbeResult
 from evalkit.verdict.dimensions import DIMENSIONS
-from evalkit.verdict.findings_doc import SCHEMA, render, take_snapshot
+from evalkit.verdict.findings_doc import SCHEMA, render, results_name, take_snapshot, verdict_excerpt
 
 ORDER = Finding("order.shuffled", "data order differs from evalkit's", "ws1-noclip", 1,
                 explained_by=["torch DistributedSampler(shuffle=True, seed=42)"], knob="TrainingArguments(seed=...)")
@@ -108,10 +108,27 @@ def test_an_empty_store_or_a_foreign_file_is_refused_with_its_reason(tmp_path):
         render({"schema": "evalkit.verdict/2"})
 
 
-def test_the_committed_document_is_the_rendering_of_the_committed_snapshot():
-    snapshot = REPO / "docs" / "findings" / "evaluation.json"
-    document = REPO / "docs" / "findings.md"
-    assert document.read_text() == render(json.loads(snapshot.read_text())), \
-        "docs/findings.md was edited by hand or not rendered: `python scripts/findings_tables.py render`"
-    readme = (REPO / "README.md").read_text()
-    assert "docs/findings.md" in readme and "| wrapper (version) | what differs" not in readme
+def test_a_document_is_named_by_the_versions_it_measured(store):
+    snap = take_snapshot(store, taken="2026-12-03")
+    assert results_name(snap) == "torch-2.13.0+cpu_hf_trainer-5.24.0"
+    newer = json.loads(json.dumps(snap))
+    for p in newer["probes"]:
+        p["version"] = "5.25.0"
+    assert results_name(newer) == "torch-2.13.0+cpu_hf_trainer-5.25.0"      # another version: a document of its own
+    assert "from torch-2.13.0+cpu_hf_trainer-5.24.0.json beside it" in render(snap)
+    with pytest.raises(ValueError, match="names no version"):
+        results_name({"probes": []})
+
+
+def test_the_readme_excerpt_shows_each_cell_of_the_snapshot_and_links_the_document(store):
+    snap = take_snapshot(store, taken="2026-12-03")
+    text = verdict_excerpt(snap, "docs/results/x.md")
+    assert "The quick evaluation of 2026-12-03 (task mlp_regression, caliber `hw=cpu|bs=32`)" in text
+    assert "| hf_trainer | fail (1 finding: data order differs) | - |" in text     # no aligned row: a dash
+    assert text.endswith("[docs/results/x.md](docs/results/x.md).")
+    aligned = json.loads(json.dumps(snap))
+    aligned["verdict"].append({**aligned["verdict"][0], "mode": "aligned",
+                               "cells": {d: "pass (0 findings)" for d in DIMENSIONS}})
+    assert "| hf_trainer | " + " | ".join(["pass"] * len(DIMENSIONS)) + " |" in verdict_excerpt(aligned, "d.md")
+    with pytest.raises(ValueError, match="no verdict"):
+        verdict_excerpt({**snap, "verdict": []}, "d.md")
