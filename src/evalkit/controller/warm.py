@@ -167,13 +167,16 @@ MAX_SERVERS = 8
 
 
 def server_for(target: str, env: dict[str, str], modules: tuple[str, ...] = ()) -> WarmServer:
-    """The warm server of this adapter, its wrapper's modules (the trainer's `modules`, imported by the server) and
-    environment, started on first use. The environment that identifies a
-    server is what its imports may read (paths, a wrapper's own variables): the rank variables, the thread counts
-    (each child sets its own) and evalkit's own (`EVALKIT_*`: the job's position in its sweep, its parent run) are
-    set in each forked child."""
-    key = (target, modules, tuple(sorted((k, v) for k, v in env.items()
-                                if k not in RANK_VARIABLES | THREAD_VARIABLES and not k.startswith("EVALKIT_"))))
+    """The warm server of this wrapper (the trainer's `modules`, imported by the server with the adapter's module)
+    and environment, started on first use. A wrapper's servers are one: an adapter of the same wrapper (the
+    customization probe's subclasses in adapters/custom/) forks from the server its first adapter started and imports
+    its own module in the child; an adapter that names no module (the baseline, a third party's) has a server of
+    its own. The environment that identifies a server is what its imports may read (paths, a wrapper's own
+    variables): the rank variables, the thread counts (each child sets its own), evalkit's own (`EVALKIT_*`: the
+    job's position in its sweep, its parent run) and MLflow's (`MLFLOW_*`: read by the controller, never imported by
+    a worker) are set in each forked child."""
+    key = (modules or target, tuple(sorted((k, v) for k, v in env.items() if k not in RANK_VARIABLES | THREAD_VARIABLES
+                                           and not k.startswith(PER_CHILD_PREFIXES))))
     server = _servers.pop(key, None)
     if server is None or not server.alive:
         while len(_servers) >= MAX_SERVERS:
@@ -196,6 +199,7 @@ def close_all() -> None:
 atexit.register(close_all)
 
 THREAD_VARIABLES = frozenset({"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+PER_CHILD_PREFIXES = ("EVALKIT_", "MLFLOW_")
 # set per worker in the forked child, not part of a server's identity
 RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                             "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",

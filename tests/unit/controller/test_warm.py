@@ -38,8 +38,9 @@ ENV = {"PYTHONPATH": "/repo", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "R
 def test_one_server_per_adapter_and_environment_whatever_the_rank_threads_and_position(servers):
     first = warm.server_for("adapters.fabric.FabricAdapter", ENV)
     # rank 1 of a job at world size 2: other rank variables, one thread each, another position in the sweep
+    # and MLflow's variables, which the controller sets as it goes and no worker import reads
     other = {**ENV, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "RANK": "1", "WORLD_SIZE": "2",
-             "EVALKIT_SWEEP_POSITION": "2/6"}
+             "EVALKIT_SWEEP_POSITION": "2/6", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
     assert warm.server_for("adapters.fabric.FabricAdapter", other) is first
     # what the imports may read (a path, a wrapper's variable) makes another server; so does another adapter
     assert warm.server_for("adapters.fabric.FabricAdapter", {**ENV, "PYTHONPATH": "/elsewhere"}) is not first
@@ -47,7 +48,11 @@ def test_one_server_per_adapter_and_environment_whatever_the_rank_threads_and_po
     # the wrapper modules it imports (the trainer's `modules`) are the server's too
     lightning = warm.server_for("adapters.fabric.FabricAdapter", ENV, ("lightning.fabric",))
     assert lightning is not first and lightning.modules == ("lightning.fabric",)
-    assert len(servers) == 4
+    # another adapter of the same wrapper (a customization's subclass) forks from that server, importing its module
+    # in the child; an adapter naming no module does not share
+    assert warm.server_for("adapters.custom.fabric_loss.FabricCustomLoss", ENV, ("lightning.fabric",)) is lightning
+    assert warm.server_for("third.party.Adapter", ENV) is not warm.server_for("adapters.baseline.BaselineAdapter", ENV)
+    assert len(servers) == 5
 
 
 def test_the_least_recently_used_server_closes_beyond_the_limit(servers, monkeypatch):
