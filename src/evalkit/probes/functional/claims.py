@@ -13,23 +13,21 @@ from evalkit import names
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.functional.items import (
     CONFIG_FILE,
-    DOCUMENTED,
     FAIL,
     FAILURE_SOURCE,
     NOT_CLAIMED,
     PASS,
     STEPS_FILE,
-    SUBSTITUTION,
     VAL_FILE,
     Item,
     ended,
     final_metric,
     make_item,
-    refusal_of,
     setting,
     step_problem,
 )
 from evalkit.probes.functional.plan import PG, WS2
+from evalkit.probes.refusals import DOCUMENTED, SUBSTITUTION, refusal_of
 
 
 def precision(jobs: dict[str, JobEvidence], name: str) -> Item:

@@ -8,7 +8,6 @@ shown but not counted (NOT_COUNTED): it reads evalkit's own records, which no wr
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -16,12 +15,9 @@ from typing import Any
 from evalkit import names
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.functional.plan import CALIBER, PRECISIONS
+from evalkit.probes.refusals import one_line, refusal_of
 
 PASS, FAIL, NOT_CLAIMED, NOT_COUNTED = "pass", "fail", "not claimed", "not counted"
-REFUSED = re.compile(r"\bUnsupportedCombination\b:?\s*")
-# The kinds of evalkit.contract.UnsupportedCombination, as its message ends (`[refusal: <kind>, see <where>]`).
-DOCUMENTED, SUBSTITUTION = "documented-unsupported", "silent-substitution"
-REFUSAL_KIND = re.compile(r"\s*\[refusal: (documented-unsupported|silent-substitution)(?:, see ([^\]]+))?\]")
 # The artifacts an item's finding names as its source.
 STEPS_FILE, VAL_FILE = names.STEPS_CSV, names.VAL_CSV
 SUMMARY_FILE = f"{names.SPOOL_ARTIFACT_DIR}/{names.summary_file(0)}"
@@ -72,10 +68,6 @@ def step_numbers(job: JobEvidence) -> list[int]:
     return [int(r["step"]) for r in job.steps if isinstance(r.get("step"), (int, float))]
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
-
-
 def ended(job: JobEvidence) -> str:
     return f"{job.name} ended {job.status}: {one_line(job.failure_reason) or 'no reason recorded'}"
 
@@ -84,28 +76,6 @@ def refusal(job: JobEvidence) -> str | None:
     """The adapter's refusal message when the job was refused as an unsupported combination, else None."""
     found = refusal_of(job)
     return None if found is None else found.message
-
-
-@dataclass
-class Refusal:
-    message: str            # the adapter's words, without the kind's marker
-    kind: str               # DOCUMENTED | SUBSTITUTION | "" (not said)
-    documented_at: str = ""
-
-
-def refusal_of(job: JobEvidence) -> Refusal | None:
-    """The adapter's refusal (its message and kind) when the job was refused as an unsupported combination."""
-    if job.status == "FINISHED":
-        return None
-    found = REFUSED.search(job.failure_reason)
-    if found is None:
-        return None
-    text = job.failure_reason[found.end():]
-    marker = REFUSAL_KIND.search(text)
-    if marker is None:
-        return Refusal(one_line(text) or "refused", "")
-    message = one_line(text[:marker.start()] + text[marker.end():]) or "refused"
-    return Refusal(message, marker.group(1), (marker.group(2) or "").strip())
 
 
 def step_problem(job: JobEvidence, first: int, last: int) -> tuple[str, int | None]:

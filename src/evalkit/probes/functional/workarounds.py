@@ -5,8 +5,9 @@ its effective config. An item reached only through one fails, naming it; a key m
 from __future__ import annotations
 
 from evalkit.probes.evidence import JobEvidence
-from evalkit.probes.functional.items import EFFECTIVE_FILE, FAIL, Item, one_line
+from evalkit.probes.functional.items import EFFECTIVE_FILE, FAIL, Item
 from evalkit.probes.functional.plan import BASELINE
+from evalkit.probes.refusals import one_line
 
 
 def declared_workarounds(jobs: dict[str, JobEvidence]) -> dict[str, tuple[str, str]]:

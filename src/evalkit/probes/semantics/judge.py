@@ -20,6 +20,7 @@ import numpy as np
 from evalkit.effective import EffectiveConfig
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
+from evalkit.probes.refusals import DOCUMENTED, refusal_of
 from evalkit.probes.semantics import checks
 from evalkit.probes.semantics.explain_coverage import check_coverage, check_partial_batches
 from evalkit.probes.semantics.explain_lr import check_lr, check_sched_count
@@ -48,6 +49,7 @@ HOOKS = ("evalkit's observers see an optimizer step only through torch's global 
          "(torch.optim.Optimizer.step)")
 # kind of gap -> how to get the evidence
 HOW = {
+    "no job": "run the probe at a combination the wrapper supports (e.g. probe.world_sizes=[1])",
     "no step": f"{HOOKS}: step a torch.optim.Optimizer (not a fused or hand-written update) or make the wrapper call "
                "its optimizer's step()",
     "no micro-batch": "the observers attribute micro-batches to the optimizer step that follows them: same hooks; run "
@@ -91,6 +93,8 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
     for job in jobs:
         findings += _judge_job(job, notes, series, tally)
     _clip_jobs_not_run(jobs, tally)
+    if jobs and not any(j.status == "FINISHED" for j in jobs) and not findings:
+        tally.gap("no job", "every job", "no job of the truth caliber ran (each refused as documented-unsupported)")
     findings += _same_order_under_two_seeds(jobs, findings)
     merged = _deduplicate(findings)
     notes += _declared_not_observed(jobs, merged)
@@ -156,6 +160,14 @@ def _clip_jobs_not_run(jobs: list[JobEvidence], tally: _Tally) -> None:
 
 
 def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) -> list[Finding]:
+    refused = refusal_of(job)
+    if refused is not None and refused.kind == DOCUMENTED:
+        # the wrapper documents that it cannot run this combination (the functional column counts it, not claimed):
+        # there are no semantics to compare here, only a capability missing
+        where = f", see {refused.documented_at}" if refused.documented_at else ""
+        notes.append(f"{job.name}: not judged: refused as documented-unsupported ({refused.message}{where}); the "
+                     "functional column counts it as not claimed")
+        return []
     if job.status != "FINISHED":
         notes.append(f"{job.name}: {job.status}: {job.failure_reason or 'no reason recorded'}")
         return [Finding(code="job.failed", title="the wrapper could not run the truth caliber", job=job.name,

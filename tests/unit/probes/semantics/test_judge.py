@@ -286,6 +286,23 @@ def test_failed_job_is_a_finding_with_its_reason(jobs):
     assert "gloo refused" in finding.size
 
 
+def test_a_documented_refusal_is_no_semantics_finding_but_every_job_refused_is_no_pass(jobs):
+    """A wrapper that documents it cannot run world size 2 (Poutyne) has no semantics there to compare: noted, the
+    functional column counts it; the jobs it ran are judged; a refusal of another kind is still a finding."""
+    reason = ("UnsupportedCombination: world size 2: no multi-process training "
+              "[refusal: documented-unsupported, see https://poutyne.org/model.html]")
+    refused = {name: replace(job, status="FAILED", tags={**job.tags, evidence.names.FAILURE_REASON: reason})
+               for name, job in jobs.items() if name.startswith("ws2")}
+    result = judge([*(j for n, j in jobs.items() if n.startswith("ws1")), *refused.values()])
+    assert "job.failed" not in codes(result) and not result.inconclusive
+    assert any("not judged: refused as documented-unsupported" in n and "poutyne.org" in n for n in result.notes)
+    nothing = judge(list(refused.values()))
+    assert nothing.inconclusive and not nothing.passed and "no job of the truth caliber ran" in nothing.headline
+    plain = {n: replace(j, tags={**j.tags, evidence.names.FAILURE_REASON: "UnsupportedCombination: no"})
+             for n, j in refused.items()}
+    assert "job.failed" in codes(judge(list(plain.values())))
+
+
 def test_result_serialises_for_the_runner(jobs):
     from evalkit.probes.findings import ProbeResult
 
