@@ -39,7 +39,7 @@ from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
 from evalkit.controller.sweep_resume import fingerprint, finished_run
 from evalkit.controller.system_metrics import SystemSampler
-from evalkit.controller.ui import job_description, log_datasets
+from evalkit.controller.ui import job_description, log_datasets, trainer_label
 from evalkit.controller.writable import space_problem
 from evalkit.envs.select import env_problem
 from evalkit.envs.store import EnvUnavailable, ready
@@ -131,7 +131,7 @@ class Controller:
         tags[names.MLFLOW_NOTE] = job_description(self.cfg, "running")
         self.started = self.started or time.monotonic()
         cfg = self.cfg
-        name = cfg.run_name or (f"{cfg.trainer.name}-{cfg.task.name}-{cfg.precision.name}"
+        name = cfg.run_name or (f"{trainer_label(cfg.trainer)}-{cfg.task.name}-{cfg.precision.name}"
                                 f"-ws{cfg.distributed.world_size}-s{cfg.seed}")
         adopted = os.environ.pop("MLFLOW_RUN_ID", None) \
             if not os.environ.get(names.PARENT_RUN_ENV) and self.role == names.ROLE_JOB else None
@@ -254,7 +254,8 @@ class Controller:
                                          pin_at_turn="turns" in self.extra_spec)
         self.sampler = SystemSampler(self.cfg.tracking.system_metrics_interval_s).start()
         cfg = self.cfg
-        self.progress = JobProgress(cfg.tracking.progress, f"{cfg.trainer.name} {cfg.task.name} seed={cfg.seed}",
+        self.progress = JobProgress(cfg.tracking.progress, f"{trainer_label(cfg.trainer)} {cfg.task.name} "
+                                                           f"seed={cfg.seed}",
                                     cfg.train.max_steps, cfg.tracking.progress_interval_s)
         return shipper
 
