@@ -30,6 +30,13 @@ def env_problem(trainer: Any) -> str | None:
     return None
 
 
+def import_path(trainer: Any) -> list[str] | None:
+    """Where the workers' imports find distributions: the environment's site-packages, then this interpreter's
+    path; None (this interpreter's path) when the trainer names no environment."""
+    name = trainer.get("env")
+    return [str(ready(name).site_packages), *sys.path] if name else None
+
+
 def worker_python(trainer: Any) -> str:
     """The interpreter of the job's workers (the environment checked by `env_problem` before launch)."""
     name = trainer.get("env")
