@@ -38,6 +38,9 @@ class TrainerConfig:
     modules: list[str] = field(default_factory=list)
     # probe=customization: the adapter classes adding a custom loss ("loss") and a custom callback ("callback")
     customizations: dict[str, str] = field(default_factory=dict)
+    # the environment (`evalkit-env create <requirement>`) whose interpreter runs the workers: the wrapper at the
+    # version it pins; null: evalkit's own interpreter
+    env: Optional[str] = None
 
 
 @dataclass

@@ -58,6 +58,8 @@ PROC_ROOM = 4096                                # the padding's length, in chara
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"               # the sweep a job belongs to (its tag evalkit.sweep_id)
 SWEEP_NAME_ENV = "EVALKIT_SWEEP_NAME"           # set by a caller that wants to know the sweep id in advance
 SIDE_BY_SIDE_ENV = "EVALKIT_JOBS_SIDE_BY_SIDE"  # how many jobs the sweep's launcher runs at once on one machine
+# where `evalkit-env` keeps the wrappers' environments (default: $XDG_CACHE_HOME/evalkit/envs, ~/.cache/evalkit/envs)
+ENVS_DIR_ENV = "EVALKIT_ENVS_DIR"
 
 # --- tags ----------------------------------------------------------------------------------------------------
 TAG_PREFIX = "evalkit."                             # every tag of evalkit's own starts so
@@ -97,6 +99,7 @@ CHECKPOINT_DIR = "evalkit.checkpoint_dir"           # its checkpoints: what `res
 WRAPPER_VERSION = "evalkit.wrapper_version"         # the installed version of the wrapper the run trained with
 TORCH_VERSION = "evalkit.torch_version"             # the installed torch
 VERSION_PREFIX = "evalkit.version."                 # + a distribution: its version (torch and the YAML's requirements)
+TRAINER_ENV = "evalkit.env"                         # `trainer.env`: the environment whose interpreter ran the workers
 THROUGHPUT_METHOD = "evalkit.throughput_method"     # how perf/samples_per_s was measured (its window of steps)
 PEAK_MEM_METHOD = "evalkit.peak_mem_method"         # how perf/peak_mem_bytes was read (CPU RSS; CUDA allocator)
 RESUMED_FROM = "evalkit.resumed_from"               # a resumed run: the checkpoint it continued from
@@ -210,6 +213,8 @@ SPOOL_ARTIFACT_DIR = "evalkit"        # the spool's JSON files: summaries, effec
 CONFIG_ARTIFACT_DIR = "config"        # the job's resolved config (secrets redacted), as RESOLVED_CONFIG_FILE
 RESOLVED_CONFIG_FILE = "resolved.yaml"   # ... its file name there
 ENV_ARTIFACT_DIR = "env"              # the environment lock (lock.txt: every distribution) and hardware.json
+# in a wrapper's environment (`evalkit-env`): what it was created from and holds; with `trainer.env`, artifact env/
+ENV_MANIFEST_FILE = "evalkit-env.json"
 LOGS_ARTIFACT_DIR = "logs"            # the ranks' logs (worker_log)
 FAILURE_ARTIFACT_DIR = "failure"      # the errors of the ranks that raised (error_file); a probe's traceback
 VERDICT_ARTIFACT_DIR = "verdict"      # a verdict run's report: verdict.md, verdict.html and VERDICT_JSON_FILE

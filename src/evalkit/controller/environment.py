@@ -5,18 +5,20 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import sys
 from importlib import metadata
 
 from omegaconf import DictConfig
 
 
-def environment_lock() -> str:
-    """Every installed distribution and version, pip-freeze style, sorted."""
+def environment_lock(first: list[str] = ()) -> str:
+    """Every installed distribution and version, pip-freeze style, sorted: the one an import finds, on `first` (a
+    wrapper's environment's site-packages) then on this interpreter's path."""
     seen = {}
-    for dist in metadata.distributions():
+    for dist in metadata.distributions(path=[*first, *sys.path]):
         name = dist.metadata.get("Name")
         if name:
-            seen[name.lower()] = f"{name}=={dist.version}"
+            seen.setdefault(name.lower(), f"{name}=={dist.version}")
     return "\n".join(seen[k] for k in sorted(seen)) + "\n"
 
 

@@ -39,8 +39,10 @@ from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
 from evalkit.controller.sweep_resume import fingerprint, finished_run
 from evalkit.controller.system_metrics import SystemSampler
-from evalkit.controller.ui import job_description, log_datasets
+from evalkit.controller.ui import job_description, log_datasets, trainer_label
 from evalkit.controller.writable import space_problem
+from evalkit.envs.select import env_problem
+from evalkit.envs.store import EnvUnavailable, ready
 from evalkit.secrets import redact
 from evalkit.spool import read_json
 from evalkit.trainers import not_installed
@@ -56,7 +58,8 @@ def caliber(cfg: DictConfig) -> str:
 def preflight(cfg: DictConfig) -> str | None:
     """A reason the job cannot run at all (checked before launch), or None."""
     trainer = cfg.trainer
-    missing = not_installed(trainer)
+    # in a wrapper's environment (trainer.env) the wrapper is the environment's: its worker checks the modules
+    missing = env_problem(trainer) if trainer.get("env") else not_installed(trainer)
     if missing:
         return missing
     devices = cuda_devices() if cfg.hardware.device != "cpu" else 0
@@ -80,7 +83,7 @@ def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) 
         names.REQUESTED_PRECISION: cfg.precision.name,
         names.WORLD_SIZE: cfg.distributed.world_size, names.HARDWARE: cfg.hardware.name,
         names.SWEEP_ID: sweep_id, names.VAL_METRIC_MARGIN: cfg.task.metric_margin,
-        names.FINGERPRINT: fingerprint(cfg),
+        names.FINGERPRINT: fingerprint(cfg), names.TRAINER_ENV: cfg.trainer.get("env"),
         names.MLFLOW_GIT_COMMIT: git_commit(os.path.dirname(os.path.abspath(__file__))),
     }
 
@@ -128,7 +131,7 @@ class Controller:
         tags[names.MLFLOW_NOTE] = job_description(self.cfg, "running")
         self.started = self.started or time.monotonic()
         cfg = self.cfg
-        name = cfg.run_name or (f"{cfg.trainer.name}-{cfg.task.name}-{cfg.precision.name}"
+        name = cfg.run_name or (f"{trainer_label(cfg.trainer)}-{cfg.task.name}-{cfg.precision.name}"
                                 f"-ws{cfg.distributed.world_size}-s{cfg.seed}")
         adopted = os.environ.pop("MLFLOW_RUN_ID", None) \
             if not os.environ.get(names.PARENT_RUN_ENV) and self.role == names.ROLE_JOB else None
@@ -144,10 +147,23 @@ class Controller:
         tracking.log_params(self.client, self.run_id, tracking.flatten(resolved))
         self._log_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))), names.CONFIG_ARTIFACT_DIR,
                        names.RESOLVED_CONFIG_FILE)
-        self._log_text(environment_lock(), names.ENV_ARTIFACT_DIR, "lock.txt")
+        self._log_environment()
         self._log_text(json.dumps(hardware_description(), indent=1), names.ENV_ARTIFACT_DIR, "hardware.json")
         self.run_recorded = True
         return self.run_id
+
+    def _log_environment(self) -> None:
+        """The environment lock (in a wrapper's environment, `trainer.env`: what its workers import, the
+        environment's own distributions first) and that environment's manifest. An environment that cannot run
+        the workers fails the job in `preflight`, after the run is recorded with evalkit's own lock."""
+        try:
+            env = ready(self.cfg.trainer.env) if self.cfg.trainer.get("env") else None
+        except EnvUnavailable:
+            env = None
+        self._log_text(environment_lock(first=[str(env.site_packages)] if env else []), names.ENV_ARTIFACT_DIR,
+                       "lock.txt")
+        if env:
+            self._log_text(env.manifest_path.read_text(), names.ENV_ARTIFACT_DIR, names.ENV_MANIFEST_FILE)
 
     def record_when_possible(self) -> bool:
         """Whether the run is recorded; when it is not yet (the server did not answer), one quick try: the
@@ -238,7 +254,8 @@ class Controller:
                                          pin_at_turn="turns" in self.extra_spec)
         self.sampler = SystemSampler(self.cfg.tracking.system_metrics_interval_s).start()
         cfg = self.cfg
-        self.progress = JobProgress(cfg.tracking.progress, f"{cfg.trainer.name} {cfg.task.name} seed={cfg.seed}",
+        self.progress = JobProgress(cfg.tracking.progress, f"{trainer_label(cfg.trainer)} {cfg.task.name} "
+                                                           f"seed={cfg.seed}",
                                     cfg.train.max_steps, cfg.tracking.progress_interval_s)
         return shipper
 

@@ -90,7 +90,9 @@ class WorkerGroup:
                  cuda: bool = False, threads: int | None = None, pin: bool = False, nnodes: int = 1,
                  node_rank: int = 0, master_port: int | None = None, run_id: str | None = None,
                  warm_target: str | None = None, warm_required: bool = False, pin_at_turn: bool = False,
-                 warm_modules: tuple[str, ...] = ()):
+                 warm_modules: tuple[str, ...] = (), python: str = sys.executable):
+        """`python`: the interpreter of the workers (and of their warm server): evalkit's own, or a wrapper's
+        environment's (`trainer.env`, evalkit.envs)."""
         self.world_size = world_size
         local = world_size // nnodes
         self.ranks = [node_rank * local + i for i in range(local)]
@@ -130,7 +132,7 @@ class WorkerGroup:
             if warm_target:     # forked from the adapter's warm server (controller/warm.py)
                 env[names.SPAWN_WALL_ENV] = repr(time.time())
                 try:
-                    server = server_for(warm_target, env, warm_modules)
+                    server = server_for(warm_target, env, warm_modules, python)
                     self.procs.append(server.fork(job_dir, env, self.log_paths[local_rank]))
                     continue
                 except WarmStartUnavailable as exc:
@@ -141,7 +143,7 @@ class WorkerGroup:
                     warm_target = None
             with open(self.log_paths[local_rank], "wb") as log:
                 env[names.SPAWN_WALL_ENV] = repr(time.time())
-                self.procs.append(subprocess.Popen([sys.executable, "-m", "evalkit.worker", job_dir],
+                self.procs.append(subprocess.Popen([python, "-m", "evalkit.worker", job_dir],
                                                    env=env, stdout=log, stderr=subprocess.STDOUT,
                                                    start_new_session=True))
 

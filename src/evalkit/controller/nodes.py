@@ -37,6 +37,7 @@ from evalkit.controller.interrupt import Interrupted, StopRequest
 from evalkit.controller.launch import Outcome, WorkerGroup
 from evalkit.controller.progress import say
 from evalkit.controller.result import JobResult
+from evalkit.envs.select import worker_python
 
 BEAT_S = 1.0                 # how often a node's controller rewrites its beacon
 POLL_S = 0.1
@@ -174,7 +175,8 @@ def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, t
                         pin=cfg.observe.profile == "timing", nnodes=dist.nnodes, node_rank=dist.node_rank,
                         master_port=dist.master_port, run_id=rendezvous_id(dist) if dist.nnodes > 1 else None,
                         warm_target=warm_target, warm_required=cfg.hardware.get("worker_start") == "warm",
-                        pin_at_turn=pin_at_turn, warm_modules=tuple(trainers.modules(cfg.trainer)))
+                        pin_at_turn=pin_at_turn, warm_modules=tuple(trainers.modules(cfg.trainer)),
+                        python=worker_python(cfg.trainer))
     if dist.nnodes <= 1:
         return group
     beacon = _leading.get(os.path.abspath(run_dir)) or Beacon(run_dir, 0).start()
@@ -361,7 +363,7 @@ def run_other_node(cfg: DictConfig) -> JobResult:
             group = WorkerGroup(shared, dist.world_size, shared, dist.master_addr, cuda=runs_on_cuda(cfg),
                                 threads=job_cfg.hardware.threads, pin=job_cfg.observe.profile == "timing",
                                 nnodes=dist.nnodes, node_rank=node, master_port=dist.master_port,
-                                run_id=rendezvous_id(dist))
+                                run_id=rendezvous_id(dist), python=worker_python(job_cfg.trainer))
             beacon.update(state="running")
             outcome, problem, asked = _watch_ranks(group, shared, dist.node_timeout_s, stop)
             report = {"node_rank": node, "ranks": ranks, "codes": outcome.codes, "interrupted": outcome.interrupted,

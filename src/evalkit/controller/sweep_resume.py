@@ -25,6 +25,8 @@ def fingerprint(cfg: DictConfig) -> str:
         resolved.pop(key, None)
     for key in IGNORED_DISTRIBUTED:
         resolved.get("distributed", {}).pop(key, None)
+    if resolved.get("trainer", {}).get("env", "set") is None:    # evalkit's interpreter: as before trainer.env
+        resolved["trainer"].pop("env")
     return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -104,10 +104,16 @@ def share_views(client: MlflowClient, experiment_id: str, sweep_id: str, columns
     return keys
 
 
+def trainer_label(trainer: DictConfig) -> str:
+    """The trainer as a person reads it: its name, and the environment it runs in (`lightning@lightning-2.5.2`)."""
+    return f"{trainer.name}@{trainer.env}" if trainer.get("env") else str(trainer.name)
+
+
 def job_description(cfg: DictConfig, outcome: str) -> str:
-    """A job run's description in one line: wrapper, mode, task, caliber, seed and how it ended."""
+    """A job run's description in one line: wrapper (and its environment), mode, task, caliber, seed and how it
+    ended."""
     ranks = cfg.distributed.world_size
-    return (f"{cfg.trainer.name} ({cfg.trainer.mode}) · {cfg.task.name} · {cfg.hardware.name}, batch "
+    return (f"{trainer_label(cfg.trainer)} ({cfg.trainer.mode}) · {cfg.task.name} · {cfg.hardware.name}, batch "
             f"{cfg.train.batch_size}×{cfg.train.grad_accum}, {cfg.precision.name}, {ranks} rank{'s' * (ranks > 1)} · "
             f"seed {cfg.seed} · {outcome}")
 

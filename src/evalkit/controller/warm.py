@@ -1,6 +1,7 @@
 """Workers forked from a warm server (`evalkit.worker.zygote`) instead of started as fresh interpreters.
 
-One server per adapter and worker environment (threads, paths) in this controller process, started at its first
+One server per adapter, interpreter (evalkit's, or a wrapper's environment's: `trainer.env`) and worker
+environment (paths) in this controller process, started at its first
 job and kept for the next ones of a sweep or a probe; each job's workers are forked from it, so a job no longer pays
 the imports of torch and its wrapper. `hardware.worker_start`: `auto` forks where it is safe and keeps its meaning
 (see `refusal`), `fresh` always starts a new interpreter, `warm` forks or says why it cannot.
@@ -49,7 +50,8 @@ def refusal(cfg: DictConfig, cuda: bool) -> str | None:
 class WarmServer:
     READY_TIMEOUT_S = 120.0
 
-    def __init__(self, target: str, env: dict[str, str], modules: tuple[str, ...] = ()):
+    def __init__(self, target: str, env: dict[str, str], modules: tuple[str, ...] = (),
+                 python: str = sys.executable):
         self.target = target
         self.exited: dict[int, int] = {}
         self.forked: dict[int, int] = {}
@@ -60,7 +62,7 @@ class WarmServer:
         # the padding: room for each forked worker to show its own command line and environment (zygote.show_as)
         room = "_" * names.PROC_ROOM
         env = {**{k: v for k, v in env.items() if k not in RANK_VARIABLES}, names.PROC_ROOM_ENV: room}
-        self.proc = subprocess.Popen([sys.executable, "-m", "evalkit.worker.zygote", target, room, *modules], env=env,
+        self.proc = subprocess.Popen([python, "-m", "evalkit.worker.zygote", target, room, *modules], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         threading.Thread(target=self._read, name="evalkit-warm-server", daemon=True).start()
         with self._cond:
@@ -166,22 +168,25 @@ _servers: dict[tuple, WarmServer] = {}      # oldest use first
 MAX_SERVERS = 8
 
 
-def server_for(target: str, env: dict[str, str], modules: tuple[str, ...] = ()) -> WarmServer:
-    """The warm server of this wrapper (the trainer's `modules`, imported by the server with the adapter's module)
-    and environment, started on first use. A wrapper's servers are one: an adapter of the same wrapper (the
+def server_for(target: str, env: dict[str, str], modules: tuple[str, ...] = (),
+               python: str = sys.executable) -> WarmServer:
+    """The warm server of this wrapper (the trainer's `modules`, imported by the server with the adapter's module),
+    interpreter (a wrapper's environment forks its workers from a server of its own, with its wrapper's version
+    imported) and environment, started on first use. A wrapper's servers are one: an adapter of the same wrapper (the
     customization probe's subclasses in adapters/custom/) forks from the server its first adapter started and imports
     its own module in the child; an adapter that names no module (the baseline, a third party's) has a server of
     its own. The environment that identifies a server is what its imports may read (paths, a wrapper's own
     variables): the rank variables, the thread counts (each child sets its own), evalkit's own (`EVALKIT_*`: the
     job's position in its sweep, its parent run) and MLflow's (`MLFLOW_*`: read by the controller, never imported by
     a worker) are set in each forked child."""
-    key = (modules or target, tuple(sorted((k, v) for k, v in env.items() if k not in RANK_VARIABLES | THREAD_VARIABLES
-                                           and not k.startswith(PER_CHILD_PREFIXES))))
+    own = tuple(sorted((k, v) for k, v in env.items() if k not in RANK_VARIABLES | THREAD_VARIABLES
+                       and not k.startswith(PER_CHILD_PREFIXES)))
+    key = (python, modules or target, own)
     server = _servers.pop(key, None)
     if server is None or not server.alive:
         while len(_servers) >= MAX_SERVERS:
             _servers.pop(next(iter(_servers))).close()
-        server = WarmServer(target, env, modules)
+        server = WarmServer(target, env, modules, python)
     _servers[key] = server
     return server
 

@@ -3,6 +3,8 @@ sweep re-run with `sweep.resume=true` keeps the FINISHED runs of the same finger
 lists what it kept on its parent, and the verdict of the new sweep reads the kept runs with its own."""
 from __future__ import annotations
 
+from omegaconf import OmegaConf
+
 from evalkit.controller.sweep_resume import fingerprint
 
 TINY = ["trainer=baseline", "task.n_train=64", "task.n_val=16", "train.max_steps=8", "train.val_every=4"]
@@ -32,3 +34,11 @@ def test_the_fingerprint_ignores_where_a_job_records_and_nothing_it_does():
     assert fingerprint(_config(*TINY, "train.lr=0.01")) != base
     assert fingerprint(_config(*TINY, "seed=1")) != base
     assert fingerprint(_config(*TINY, "faults.kill_after_step=3")) != base
+
+
+def test_a_wrapper_at_another_version_is_another_job_and_no_env_keeps_the_fingerprints_of_before():
+    base = fingerprint(_config(*TINY))
+    assert fingerprint(_config(*TINY, "trainer.env=lightning-2.5.2")) != base
+    plain = OmegaConf.create(OmegaConf.to_container(_config(*TINY)))
+    del plain.trainer["env"]                      # a config of before trainer.env existed
+    assert fingerprint(plain) == base

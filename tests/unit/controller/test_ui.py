@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from helpers import bundled_task_arguments
+from helpers import bundled_task_arguments, compose_config
 
 from evalkit import names
 from evalkit.controller import progress, sweep_summary, tracking, ui
@@ -192,3 +192,9 @@ def test_progress_is_live_on_a_terminal_plain_elsewhere_and_silent_when_quiet(mo
     silent.update(5, 0.1)
     silent.end("FINISHED")
     assert quiet.getvalue() == ""
+
+
+def test_a_job_in_a_wrappers_environment_reads_as_the_trainer_at_that_environment():
+    assert ui.job_description(compose_config("trainer=ignite", "trainer.env=pytorch-ignite-0.4.11"), "running") \
+        .startswith("ignite@pytorch-ignite-0.4.11 (aligned) · mlp_regression")
+    assert ui.job_description(compose_config("trainer=ignite"), "running").startswith("ignite (aligned) · ")

@@ -11,8 +11,8 @@ from evalkit.controller import warm
 class FakeServer:
     started: list[tuple[str, dict]] = []
 
-    def __init__(self, target: str, env: dict[str, str], modules: tuple[str, ...] = ()):
-        self.target, self.env, self.modules, self.closed = target, env, modules, False
+    def __init__(self, target: str, env: dict[str, str], modules: tuple[str, ...] = (), python: str = "python"):
+        self.target, self.env, self.modules, self.python, self.closed = target, env, modules, python, False
         FakeServer.started.append((target, env))
 
     @property
@@ -53,6 +53,18 @@ def test_one_server_per_adapter_and_environment_whatever_the_rank_threads_and_po
     assert warm.server_for("adapters.custom.fabric_loss.FabricCustomLoss", ENV, ("lightning.fabric",)) is lightning
     assert warm.server_for("third.party.Adapter", ENV) is not warm.server_for("adapters.baseline.BaselineAdapter", ENV)
     assert len(servers) == 5
+
+
+def test_a_wrapper_environment_forks_from_a_server_of_its_own_interpreter(servers):
+    """trainer.env: the environment's interpreter imports its wrapper's version; a server of evalkit's interpreter
+    would fork workers with evalkit's version, so the interpreter is part of a server's identity."""
+    ignite, env_python = ("adapters.ignite_engine.IgniteAdapter", ENV, ("ignite.engine",)), "/envs/i/bin/python"
+    own = warm.server_for(*ignite)
+    other = warm.server_for(*ignite, env_python)
+    assert other is not own and other.python == env_python
+    assert warm.server_for(*ignite, env_python) is other
+    assert warm.server_for(*ignite) is own
+    assert len(servers) == 2
 
 
 def test_the_least_recently_used_server_closes_beyond_the_limit(servers, monkeypatch):

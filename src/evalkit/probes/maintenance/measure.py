@@ -13,6 +13,8 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
+from evalkit.envs.select import import_path, worker_python
+from evalkit.envs.store import EnvUnavailable
 from evalkit.probes.maintenance.deps import (
     DistributionNotInstalled,
     dependency_closure,
@@ -24,15 +26,15 @@ from evalkit.probes.maintenance.releases import ReleaseHistory, release_history
 from evalkit.trainers import install_hint, modules, wrapper_distribution
 
 
-def installed_version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
+def installed_version(distribution: str, path: list[str] | None = None) -> str | None:
+    """Its version as an import on `path` (default sys.path) finds it, or None."""
+    found = next(iter(metadata.distributions(name=distribution, **({"path": path} if path else {}))), None)
+    return found.version if found is not None else None
 
 
 def measure_environment(trainer: Any, limits: dict[str, Any], cache_dir: str) -> dict[str, Any]:
-    """`trainer`: the trainer config (its `requirements` and `modules`, `evalkit.trainers`); `limits`:
+    """`trainer`: the trainer config (its `requirements` and `modules`, `evalkit.trainers`; in a wrapper's
+    environment, `trainer.env`, what that environment's interpreter imports is measured); `limits`:
     probe.maintenance."""
     dist = wrapper_distribution(trainer)
     out: dict[str, Any] = {"limits": limits, "distribution": dist, "notes": []}
@@ -42,19 +44,24 @@ def measure_environment(trainer: Any, limits: dict[str, Any], cache_dir: str) ->
         out["notes"].append(f"trainer {trainer.get('name')} names no distribution: it is plain torch, nothing is "
                             "measured beyond the standard run")
         return out
-    version = installed_version(dist)
+    try:
+        path = import_path(trainer)
+    except EnvUnavailable as exc:
+        out["notes"].append(str(exc))
+        return out
+    version = installed_version(dist, path)
     out["version"] = version
     if version is None:
         out["notes"].append(f"{dist} is not installed: {install_hint(trainer, dist)}")
         return out
     try:
-        out["dependencies"] = dependency_closure(dist).as_dict()
+        out["dependencies"] = dependency_closure(dist, path).as_dict()
         out["core"] = core_packages()
     except DistributionNotInstalled as exc:
         out["notes"].append(str(exc))
     imported = modules(trainer)
     if imported:
-        out["imports"] = import_cost(imported, repeats=int(limits["import_repeats"]),
+        out["imports"] = import_cost(imported, repeats=int(limits["import_repeats"]), python=worker_python(trainer),
                                      hint=install_hint(trainer, imported[0])).as_dict()
     out["releases"] = history(dist, version, index).as_dict()
     return out

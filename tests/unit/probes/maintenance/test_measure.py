@@ -9,9 +9,14 @@ import warnings
 
 import pytest
 from fakedist import FAKEWRAP
+from helpers import fake_env
+from omegaconf import OmegaConf
 from packaging.specifiers import SpecifierSet
 
+from evalkit import names
+from evalkit.envs.store import env
 from evalkit.observe.deprecations import DeprecationRecorder, module_for_file
+from evalkit.probes.maintenance import measure
 from evalkit.probes.maintenance.deps import (
     DistributionNotInstalled,
     dependency_closure,
@@ -141,3 +146,26 @@ def test_module_for_file(fake_site, monkeypatch):
     assert module_for_file(str(fake_site / "fakewrap" / "sub" / "mod.py")) == "fakewrap.sub.mod"
     assert module_for_file(str(fake_site / "fakewrap" / "ext.cpython-311-x86_64-linux-gnu.so")) == "fakewrap.ext"
     assert module_for_file("/nowhere-on-the-path/x.py") is None
+
+
+# ------------------------------------------------------------------ a wrapper at another version (trainer.env)
+def test_a_wrapper_in_its_environment_is_measured_there(tmp_path, monkeypatch):
+    """`trainer.env`: the version, the dependencies and the import cost are the environment's, not evalkit's."""
+    monkeypatch.setenv(names.ENVS_DIR_ENV, str(tmp_path))
+    fake_env(tmp_path, "pytorch-ignite-0.4.11", requirements=["pytorch-ignite==0.4.11"],
+             resolved={"pytorch-ignite": "0.4.11"})
+    info = env("pytorch-ignite-0.4.11").site_packages / "pytorch_ignite-0.4.11.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pytorch-ignite\nVersion: 0.4.11\n")
+    timed = []
+    monkeypatch.setattr(measure, "import_cost", lambda modules, **kw: timed.append(kw["python"]) or
+                        type("Cost", (), {"as_dict": lambda self: {}})())
+    trainer = OmegaConf.create({"_target_": "x.Ignite", "name": "ignite", "env": "pytorch-ignite-0.4.11",
+                                "requirements": ["pytorch-ignite==0.4.11"], "modules": ["ignite.engine"]})
+    limits = {"index_url": "http://127.0.0.1:9", "offline": True, "import_repeats": 1, "candidates": []}
+    out = measure.measure_environment(trainer, limits, cache_dir=str(tmp_path / "cache"))
+    assert out["version"] == "0.4.11"
+    assert out["dependencies"]["root_version"] == "0.4.11"
+    assert timed == [str(env("pytorch-ignite-0.4.11").python)]
+    missing = OmegaConf.merge(trainer, {"env": "pytorch-ignite-0.4.9"})
+    assert "no such environment" in measure.measure_environment(missing, limits, str(tmp_path))["notes"][0]
