@@ -53,9 +53,10 @@ def regroup(job: evidence.JobEvidence, sizes: list[int]) -> None:
 
 def record_in_process(adapter, name: str, config, folder) -> evidence.JobEvidence:
     """A probe job's evidence as the judge reads it, recorded in this process (no worker, no tracking store):
-    `adapter` trained on job `name`'s resolved `config` (a DictConfig: `probes.runner.probe_job_config`'s) with evalkit's
-    observers attached, its spool read and written as the records CSVs by the controller's shipper (nothing sent),
-    then parsed as `probes.evidence.load_job` parses them. A job of the truth caliber trains in well under a second."""
+    `adapter` trained on job `name`'s resolved `config` (a DictConfig: `probes.runner.probe_job_config`'s) with
+    evalkit's observers attached, its spool read and written as the records CSVs by the controller's shipper (nothing
+    sent), then parsed as `probes.evidence.load_job` parses them. A job of the truth caliber trains in well under a
+    second."""
     import json
     import os
 

@@ -8,9 +8,10 @@ micro-batches with one short window at the epoch's end (the same windows on ever
 `-lr_k * clip(g_k)`, g_k the mean over ranks of the mean over the window's micro-batches of each micro-batch's
 mean loss gradient; on a task whose batches hold different numbers of loss terms (`Task.loss_terms`: the token
 caliber's padded sequences), g_k is the token mean over the WHOLE window: the sum over ranks and micro-batches of
-each micro-batch's token-mean gradient times its target tokens, over the window's target tokens on all ranks. It is computed on a float64 copy of the task's model at the OBSERVED parameters before the
-step (the task's initial ones for step 1), for the samples the observers SAW and the OBSERVED LR, so that an
-order or LR difference is named once and does not cascade into update findings.
+each micro-batch's token-mean gradient times its target tokens, over the window's target tokens on all ranks. It is
+computed on a float64 copy of the task's model at the OBSERVED parameters before the step (the task's initial ones for
+step 1), for the samples the observers SAW and the OBSERVED LR, so that an order or LR difference is named once and
+does not cascade into update findings.
 
 Tolerance (calibrated on real baseline runs; parameters are stored as float32 values): an update matches when
 `|Δobs - Δpred| <= UPDATE_REL_TOL * |Δpred| + ULP_FACTOR * |ulp(θ_k)|` (norms over all parameters). Measured on

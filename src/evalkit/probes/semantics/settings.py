@@ -21,7 +21,7 @@ class SemanticsProbeConfig(ProbeConfig):
     short_epoch: bool = MISSING          # one more SGD job at the smallest world size, epochs shorter than a window
     # one more SGD job at the smallest world size on the token caliber (tiny_lm: micro-batches of different numbers
     # of target tokens; the oracle expects the token mean over the window)
-    tokens: bool = False
+    tokens: bool = MISSING
 
     @staticmethod
     def ranges() -> dict[str, Range]:
