@@ -1,8 +1,12 @@
 """The hand-written PyTorch training loop: the control every wrapper is compared with.
 
 Semantics, stated once:
-- an optimizer step consumes a window of `grad_accum` micro-batches; each micro-batch loss is divided
-  by the size of the window actually accumulated (the last window of an epoch may be shorter);
+- an optimizer step consumes a window of `grad_accum` micro-batches (the last window of an epoch may be shorter);
+  the window's loss is the mean over all its loss terms: on a task with a fixed number of terms per sample, each
+  micro-batch loss divided by the size of the window actually accumulated; on a task whose batches hold different
+  numbers of terms (`task.loss_terms`: tiny_lm's non-padding target tokens), the token mean over the WHOLE window,
+  each micro-batch's token-mean loss weighted by its tokens / the window's tokens (over all ranks: the count is
+  all-reduced before the window's first backward), never the mean of micro-batch means;
 - gradients are unscaled (fp16) before clipping to `grad_clip` (global L2 norm);
 - the LR scheduler steps once per optimizer step (also when GradScaler skips an inf/nan step);
 - validation runs after every `val_every` optimizer steps and after the last one;
@@ -56,14 +60,17 @@ class BaselineAdapter(WrapperAdapter):
             batches = iter(job.train_loader(epoch, start_batch=batch_in_epoch))
             while batch_in_epoch < batches_per_epoch and step < job.max_steps and not stop:
                 window = min(job.grad_accum, batches_per_epoch - batch_in_epoch)
-                for i in range(window):
-                    x, y = (t.to(device, non_blocking=True) for t in next(batches))
+                micro = [next(batches) for _ in range(window)]
+                weights = self.token_weights(job, [y for _, y in micro])
+                for i, batch in enumerate(micro):
+                    x, y = (t.to(device, non_blocking=True) for t in batch)
                     last = i == window - 1
                     # DDP all-reduces gradients only on the window's last backward.
                     sync = contextlib.nullcontext() if last or not job.distributed else net.no_sync()
                     with sync:
                         with job.precision.autocast(device):
-                            loss = self.training_loss(net, loss_fn, x, y) / window
+                            loss = self.training_loss(net, loss_fn, x, y)
+                            loss = loss / window if weights is None else loss * weights[i]
                         scaler.scale(loss).backward()
                 batch_in_epoch += window
 
@@ -91,8 +98,22 @@ class BaselineAdapter(WrapperAdapter):
     # ------------------------------------------------------------------ where a user's own loop changes
     def training_loss(self, net: torch.nn.Module, loss_fn: torch.nn.Module, x: torch.Tensor,
                       y: torch.Tensor) -> torch.Tensor:
-        """One micro-batch's loss (the loop divides it by the window's size)."""
+        """One micro-batch's loss (the loop divides it by the window's size, or weights it by its tokens)."""
         return loss_fn(net(x), y)
+
+    @staticmethod
+    def token_weights(job: TrainJob, targets: list[torch.Tensor]) -> list[float] | None:
+        """Each micro-batch's weight in its window's token mean: its loss terms x world size / the window's terms on
+        all ranks (DDP averages the ranks' gradients, so each rank's share is scaled back up by the world size);
+        a window of one micro-batch on one rank weighs 1.0 exactly. None when the task's loss has a fixed number of
+        terms per sample (`task.loss_terms` unset): the loop divides by the window's size."""
+        if job.task.loss_terms is None:
+            return None
+        terms = [job.task.loss_terms(y) for y in targets]
+        total = torch.tensor(float(sum(terms)), dtype=torch.float64, device=job.device)
+        if job.distributed:
+            dist.all_reduce(total)
+        return [n * job.world_size / (float(total) or 1.0) for n in terms]
 
     def after_optimizer_step(self, job: TrainJob, step: int, model: torch.nn.Module) -> bool:
         """Called once after each optimizer step (and the scheduler's); True ends training after this step."""
@@ -135,7 +156,9 @@ class BaselineAdapter(WrapperAdapter):
         self._effective.update({
             "loop": "hand-written (adapters/baseline.py)",
             "optimizer_step_unit": f"{job.grad_accum} micro-batches (shorter at epoch end)",
-            "loss_division": "by the size of the window actually accumulated",
+            "loss_division": "by the window's token count (sum of token losses / the window's target tokens on all "
+                             "ranks)" if job.task.loss_terms is not None else
+                             "by the size of the window actually accumulated",
             "scheduler_step": "once per optimizer step",
             "grad_clip": job.grad_clip, "clip_after_unscale": True,
             "precision": job.precision.name,

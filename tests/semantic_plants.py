@@ -49,3 +49,50 @@ def regroup(job: evidence.JobEvidence, sizes: list[int]) -> None:
         groups[k] = {0: stream[at:at + size]}
         at += size
     set_stream(job, groups)
+
+
+def record_in_process(adapter, name: str, config, folder) -> evidence.JobEvidence:
+    """A probe job's evidence as the judge reads it, recorded in this process (no worker, no tracking store):
+    `adapter` trained on job `name`'s resolved `config` (a DictConfig: `probes.runner.probe_job_config`'s) with
+    evalkit's observers attached, its spool read and written as the records CSVs by the controller's shipper (nothing
+    sent), then parsed as `probes.evidence.load_job` parses them. A job of the truth caliber trains in well under a
+    second."""
+    import json
+    import os
+
+    import torch
+    from hydra.utils import get_method
+    from omegaconf import OmegaConf
+
+    from evalkit import names
+    from evalkit.controller.ship import Shipper
+    from evalkit.observe.observer import Observer
+    from evalkit.spool import SpoolWriter
+    from evalkit.tasks.schemas import builder_arguments
+    from evalkit.worker.run import make_job
+
+    folder, cpu = str(folder), torch.device("cpu")
+    task = get_method(config.task._target_)(int(config.seed), **builder_arguments(config.task))
+    observer = Observer(task, SpoolWriter(os.path.join(folder, "spool"), 0), cpu, warmup_steps=0,
+                        record_params=True, deferred=False).attach()
+    try:
+        adapter.fit(make_job(config, task, cpu, {"ckpt_dir": os.path.join(folder, "ckpt")}))
+        summary = observer.finish()
+    finally:
+        observer.detach()
+    shipper = Shipper(None, None, os.path.join(folder, "spool"), 1)
+    shipper.poll(final=True)
+    records = os.path.join(folder, "records")
+    shipper.write_csvs(records, task.metric.name)
+
+    def text(name: str) -> str:
+        path = os.path.join(records, name)
+        return open(path).read() if os.path.exists(path) else ""
+
+    job = evidence.JobEvidence(name, "in-process", "FINISHED", OmegaConf.to_container(config, resolve=True))
+    job.steps, job.val = evidence.parse_rows(text(names.STEPS_CSV_NAME)), evidence.parse_rows(text(names.VAL_CSV_NAME))
+    job.micro = {0: evidence.parse_micro(text(names.micro_csv_name(0)))}
+    job.params = evidence.parse_params(text(names.PARAMS_CSV_NAME)) if text(names.PARAMS_CSV_NAME) else {}
+    job.optimizer = json.loads(text(names.OPTIMIZER_JSON_NAME) or "[]")
+    job.effective, job.summary = adapter.effective_config().as_json(), summary
+    return job

@@ -1,7 +1,8 @@
 """A copy of the baseline loop that plants ONE known wrong training semantics, for the semantic probe's tests.
 
 `PlantedAdapter(mode=..., options={"wrong": NAME})`; NAME is one of `WRONGS` ("none" = the baseline's semantics:
-windows of `grad_accum` micro-batches, shorter at epoch end, each loss divided by the window's size; clip after
+windows of `grad_accum` micro-batches, shorter at epoch end, each loss divided by the window's size (on a token task,
+weighted by its tokens over the window's: the token mean over the window, `BaselineAdapter.token_weights`); clip after
 unscale; the scheduler stepped once per optimizer step; validation every `val_every` steps and at the end).
 The report names the planted wrong but reports no `deviations`: the probe must find it from the records.
 Checkpoints are not written and resuming is refused: the probe never resumes.
@@ -19,6 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Sampler
 from torch.utils.data.distributed import DistributedSampler
 
+from adapters.baseline import BaselineAdapter
 from evalkit.contract import TrainJob, WrapperAdapter
 from evalkit.worker.optim import WarmupSchedule
 
@@ -59,6 +61,11 @@ WRONGS: dict[str, str] = {
     "wd.skipped": "two param groups, biases without weight decay (the transformers Trainer's grouping)",
     "lr.per_group": "two param groups, the biases' LR twice the others'",
     "lr.warmup_from_zero": "the 'linear schedule with warmup' convention: LR factor step/warmup, 0 at step 1",
+    # the loss normalization on a token task (tiny_lm; on other tasks these are the baseline's or loss.window_summed)
+    "loss_norm.micro_mean": "the mean of micro-batch means: each micro-batch's token mean divided by the window's size",
+    "loss_norm.micro_sum": "micro-batch token means summed, not divided (a compute_loss ignoring num_items_in_batch)",
+    "loss_norm.token_sum": "each micro-batch's token losses summed (its mean times its tokens), never divided",
+    "loss_norm.accum_scaled": "the token mean over the window multiplied by grad_accum",
 }
 UNASKED_CLIP_NORM = 0.5
 UNASKED_WEIGHT_DECAY = 0.01
@@ -144,9 +151,11 @@ class PlantedAdapter(WrapperAdapter):
         windows = self._windows(job)
         while step < max_steps:
             window, ends_epoch = next(windows)
+            weights = self._token_weights(job, [y for _, y in window])
             for i, (x, y) in enumerate(window):
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                self._micro_batch(job, net, model, scaler, x, y, len(window), last=i == len(window) - 1)
+                self._micro_batch(job, net, model, scaler, x, y, len(window), last=i == len(window) - 1,
+                                  weight=weights[i] if weights else None)
                 micro_batches += 1
                 if self.wrong == "val.cadence" and job.val_every > 0 and micro_batches % job.val_every == 0:
                     self._validate(job, model)
@@ -201,22 +210,36 @@ class PlantedAdapter(WrapperAdapter):
                                right.min_lr_ratio)
         return torch.optim.lr_scheduler.LambdaLR(optimizer, wrong)
 
-    def _micro_batch(self, job: TrainJob, net, model, scaler, x, y, window: int, last: bool) -> None:
-        """Forward and backward of one micro-batch of a `window`-long accumulation."""
+    def _token_weights(self, job: TrainJob, targets: list[torch.Tensor]) -> list[float] | None:
+        """Each micro-batch loss's weight on a token task (None: divided, by the window's size unless planted
+        otherwise)."""
+        right = BaselineAdapter.token_weights(job, targets)
+        if right is None or self.wrong in ("loss_norm.micro_mean", "loss_norm.micro_sum"):
+            return None
+        if self.wrong == "loss_norm.token_sum":
+            return [float(job.task.loss_terms(y)) for y in targets]
+        return [w * job.grad_accum for w in right] if self.wrong == "loss_norm.accum_scaled" else right
+
+    def _micro_batch(self, job: TrainJob, net, model, scaler, x, y, window: int, last: bool,
+                     weight: float | None = None) -> None:
+        """Forward and backward of one micro-batch of a `window`-long accumulation (its loss times `weight` when
+        given, else divided)."""
         per_micro_clip = self.wrong == "clip.per_micro_batch" and job.grad_clip is not None
         # DDP all-reduces gradients only on the window's last backward (on every one when each is clipped).
         synced = last or not job.distributed or per_micro_clip
         with contextlib.nullcontext() if synced else net.no_sync():
             with self._autocast(job):
                 loss = job.task.loss_fn(net(x), y)
-            divisor = {"loss.window_summed": 1, "window.short_underscaled": job.grad_accum}.get(self.wrong, window)
+            divisor = {"loss.window_summed": 1, "loss_norm.micro_sum": 1,
+                       "window.short_underscaled": job.grad_accum}.get(self.wrong, window)
+            loss = loss / divisor if weight is None else loss * weight
             if not per_micro_clip:
-                scaler.scale(loss / divisor).backward()
+                scaler.scale(loss).backward()
                 return
             accumulated = [p.grad for p in model.parameters()]
             for p in model.parameters():
                 p.grad = None
-            scaler.scale(loss / divisor).backward()
+            scaler.scale(loss).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), job.grad_clip)
             for p, before in zip(model.parameters(), accumulated):
                 if before is not None:

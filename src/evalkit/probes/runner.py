@@ -32,15 +32,18 @@ from evalkit.strict_json import finite_only
 
 def probe_job_config(cfg: DictConfig, probe: Probe, job: PlannedJob) -> DictConfig:
     """The config of one of the probe's jobs: the probe's config on the probe's task (its bundled settings, as
-    `task=<name>` would compose them), with the plan's settings, no probe. A plan's `trainer` setting names
-    another bundled trainer (`"trainer": "baseline"`: the control arm of a comparison), composed as
-    `trainer=<name>` would compose it."""
+    `task=<name>` would compose them), with the plan's settings, no probe. A plan's `task` setting names another
+    bundled task (the semantic probe's token caliber), composed as `task=<name>` would compose it, before the plan's
+    `task.*` settings; its `trainer` setting names another bundled trainer (`"trainer": "baseline"`: the control arm
+    of a comparison), composed as `trainer=<name>` would compose it."""
     child = copy.deepcopy(cfg)
     OmegaConf.set_struct(child, False)
     task = probe.task(cfg)
     if child.task.name != task:
         child.task = bundled_task_config(task)
     settings = dict(job.overrides)
+    if "task" in settings:           # another bundled task than the probe's (the semantic probe's token caliber)
+        child.task = bundled_task_config(settings.pop("task"))
     if "trainer" in settings:
         child.trainer = bundled_trainer_config(settings.pop("trainer"))
     for key, value in settings.items():

@@ -44,6 +44,11 @@ class Task:
     val_set: TensorDataset
     loss_fn: nn.Module   # evalkit's instance: observers hook it; adapters must call it for the training loss
     metric: Metric
+    # The number of loss terms in a batch's targets, where it varies from batch to batch (tiny_lm: the targets that
+    # are not IGNORE_INDEX, so loss_fn is a mean over a count that differs between micro-batches and a window's loss
+    # is its token mean: the sum of its token losses over its token count, not the mean of its micro-batch means).
+    # None: a fixed number of terms per sample, where the two are equal (dividing by the window's size).
+    loss_terms: Callable[[torch.Tensor], int] | None = None
 
 
 def _generator(seed: int, stream: int) -> torch.Generator:
@@ -121,11 +126,17 @@ def cnn_classification(seed: int, *, n_train: int, n_val: int, image_size: int, 
 
 # ---------------------------------------------------------------- tiny_lm
 class TokenLoss(nn.Module):
-    """Cross-entropy averaged over non-pad tokens (targets equal to IGNORE_INDEX are skipped)."""
+    """Cross-entropy averaged over the micro-batch's non-pad tokens (targets equal to IGNORE_INDEX are skipped), in
+    float32 at least (a float64 model, the semantic probe's oracle, keeps float64)."""
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
-                                           ignore_index=IGNORE_INDEX)
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        return nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)
+
+
+def count_tokens(targets: torch.Tensor) -> int:
+    """The loss terms of a token batch: its targets that are not IGNORE_INDEX."""
+    return int((targets != IGNORE_INDEX).sum())
 
 
 def _nll_stats(out: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
@@ -159,7 +170,9 @@ class TinyDecoder(nn.Module):
 def tiny_lm(seed: int, *, n_train: int, n_val: int, vocab_size: int, seq_len: int, hidden: int, depth: int,
             n_heads: int) -> Task:
     """Sequences from a random first-order Markov chain, lengths uniform in [seq_len/4, seq_len],
-    right-padded with PAD_TOKEN. Metric: perplexity over non-pad tokens (lower is better)."""
+    right-padded with PAD_TOKEN, whose pad targets are IGNORE_INDEX: micro-batches hold different numbers of target
+    tokens (`Task.loss_terms`), and the loss is the token mean over a micro-batch's non-pad targets. Metric:
+    perplexity over non-pad tokens (lower is better)."""
     g = _generator(seed, 1)
     logits = torch.randn(vocab_size, vocab_size, generator=g) * 3.0
     logits[:, PAD_TOKEN] = -float("inf")
@@ -180,4 +193,5 @@ def tiny_lm(seed: int, *, n_train: int, n_val: int, vocab_size: int, seq_len: in
     torch.manual_seed(seed)
     model = TinyDecoder(vocab_size, seq_len, hidden, depth, n_heads)
     return Task("tiny_lm", model, split(n_train, 2), split(n_val, 3),
-                TokenLoss(), Metric("perplexity", False, _nll_stats, finalize="exp", scale="relative"))
+                TokenLoss(), Metric("perplexity", False, _nll_stats, finalize="exp", scale="relative"),
+                loss_terms=count_tokens)

@@ -394,6 +394,17 @@ def check_lr_warmup_from_zero(run):
     assert [s["lr"][0] for s in r.steps] == pytest.approx(expected, rel=1e-12) and r.steps[0]["lr"][0] == 0.0
 
 
+def check_same_as(wrong: str, like: str) -> Callable:
+    """A wrong that plants nothing on this task: it records exactly what `like` records (the loss_norm variants
+    change a token task's normalization only, tests/unit/probes/semantics/test_token_caliber.py)."""
+    def check(run):
+        ours, theirs = run(wrong), run(like)
+        keys = ("step", "lr", "loss", "grad_norm", "micro_batches", "samples")
+        assert [[s[k] for k in keys] for s in ours.steps] == [[s[k] for k in keys] for s in theirs.steps]
+        assert ours.ids() == theirs.ids() and same_params(ours, theirs)
+    return check
+
+
 CHECKS: dict[str, Callable] = {
     "none": check_none,
     "lr.per_micro_batch": check_lr_per_micro_batch, "lr.per_epoch": check_lr_per_epoch,
@@ -413,6 +424,9 @@ CHECKS: dict[str, Callable] = {
     "optim.other": check_optim_other, "optim.hyper": check_optim_hyper, "optim.unoptimized": check_optim_unoptimized,
     "wd.skipped": check_wd_skipped, "lr.per_group": check_lr_per_group,
     "lr.warmup_from_zero": check_lr_warmup_from_zero,
+    **{w: check_same_as(w, "baseline") for w in ("loss_norm.micro_mean", "loss_norm.token_sum",
+                                                  "loss_norm.accum_scaled")},
+    "loss_norm.micro_sum": check_same_as("loss_norm.micro_sum", "loss.window_summed"),
 }
 
 

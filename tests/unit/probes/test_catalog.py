@@ -95,7 +95,7 @@ def test_a_setting_of_another_probe_fails_at_compose_time_naming_the_probe_it_be
 def test_another_probes_setting_added_with_plus_or_under_no_probe_is_refused_too():
     assert validate(compose_config("probe=semantics", "+probe.seeds=2")) == [
         "probe.seeds is a setting of probe=consistency, not of probe=semantics (probe=semantics has world_sizes, "
-        "clip, optimizers, short_epoch): remove it, or run that probe"]
+        "clip, optimizers, short_epoch, tokens): remove it, or run that probe"]
     assert refusal(compose_config, "probe=none", "probe.seeds=2").startswith(
         "probe.seeds is a setting of probe=consistency, not of probe=none (probe=none has no settings)")
     assert refusal(compose_config, "probe=semantics", "probe.world_size=[1]") == (

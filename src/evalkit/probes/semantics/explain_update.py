@@ -4,8 +4,9 @@ reproduces it within the oracle's allowance at EVERY checked step, with one set 
 one decay).
 
 The optimizer itself is the one the wrapper stepped (`update_rule`, replayed over the steps in order); a model is
-four choices about the gradient it is handed and the decay: how the window's micro-batch losses are divided (by the
-window's size: expected; by grad_accum; not at all), how ranks combine (mean: expected; sum; not at all, rank 0 on
+four choices about the gradient it is handed and the decay: how the window's micro-batch losses are normalized (by the
+window's size: expected; by grad_accum; not at all; on the token caliber, the token mean over the window is expected
+and the others are `normalization.TOKEN_CODES`), how ranks combine (mean: expected; sum; not at all, rank 0 on
 its own gradient), clipping (as asked; an unasked norm inferred where it binds; per micro-batch; on loss-scaled
 gradients), and weight decay (none: expected; coupled or LR-independent, estimated by least squares from the
 residual).
@@ -18,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from evalkit.probes.findings import Finding
+from evalkit.probes.semantics import normalization
 from evalkit.probes.semantics.oracle import Caliber, ObservedStep, clip
 from evalkit.probes.semantics.update_rule import Group, UpdateRule
 
@@ -26,7 +28,8 @@ CLIP_OFF_KNOB = "gradient clipping off (max_grad_norm=0 / gradient_clip_val=None
 
 @dataclass(frozen=True)
 class Model:
-    division: str = "window"     # window | accum | none
+    division: str = "window"     # window | accum | none; on the token caliber also tokens (expected) | token_sum |
+    #                              tokens_x_accum | tokens_per_accum (normalization.py)
     reduce: str = "mean"         # mean | sum | local
     clip: str = "asked"          # asked | unasked | none | micro_each | micro_contribution | micro_running
     #                              | before_unscale
@@ -34,26 +37,34 @@ class Model:
     decay: str = "none"          # none | coupled | lr_free
     rate: float = 0.0
 
-    @property
-    def changes(self) -> int:
-        return sum([self.division != "window", self.reduce != "mean", self.clip != "asked", self.decay != "none"])
+    def changes(self, expected: str = "window") -> int:
+        """How many choices differ from the careful loop's (`expected`: its division, "tokens" on the token
+        caliber)."""
+        return sum([self.division != expected, self.reduce != "mean", self.clip != "asked", self.decay != "none"])
+
+
+def expected_division(steps: list[ObservedStep]) -> str:
+    """The careful loop's normalization: the token mean over the window where the steps carry token counts."""
+    return "tokens" if any(s.counts is not None for s in steps) else "window"
 
 
 def window_gradient(step: ObservedStep, model: Model, accum: int) -> np.ndarray:
     """The gradient the optimizer is handed under `model`'s division, reduction and clipping."""
     per_rank = []
-    for gs in step.grads.values():
-        d = {"window": len(gs), "accum": accum, "none": 1}[model.division]
+    total = sum(sum(c) for c in step.counts.values()) if step.counts is not None else None
+    for rank, gs in step.grads.items():
+        counts = step.counts[rank] if step.counts is not None else None
+        ws = normalization.weights(model.division, len(gs), counts, total, accum, len(step.grads))
         if model.clip == "micro_each":
-            acc = sum(clip(g, model.norm) for g in gs) / d
+            acc = sum(clip(g, model.norm) * w for g, w in zip(gs, ws))
         elif model.clip == "micro_contribution":
-            acc = sum(clip(g / d, model.norm) for g in gs)
+            acc = sum(clip(g * w, model.norm) for g, w in zip(gs, ws))
         elif model.clip == "micro_running":
             acc = np.zeros_like(gs[0])
-            for g in gs:
-                acc = clip(acc + g / d, model.norm)
+            for g, w in zip(gs, ws):
+                acc = clip(acc + g * w, model.norm)
         else:
-            acc = sum(gs) / d
+            acc = sum(g * w for g, w in zip(gs, ws))
         per_rank.append(acc)
     if model.reduce == "local":      # no all-reduce: rank 0 (whose parameters are recorded) on its own gradient
         per_rank = per_rank[:1]
@@ -135,7 +146,7 @@ def candidate_models(steps: list[ObservedStep], cal: Caliber, rule: UpdateRule |
     accum, asked = cal.grad_accum, cal.grad_clip
     reductions = ("mean", "sum", "local") if cal.world_size > 1 else ("mean",)
     models: list[Model] = []
-    for division in ("window", "accum", "none"):
+    for division in normalization.divisions(expected_division(steps) == "tokens"):
         for reduce in reductions:
             base = Model(division, reduce, "asked", asked)
             models.append(base)
@@ -190,14 +201,19 @@ KNOBS = {"window.short_underscaled": "divide each micro-batch loss by the size o
          "wd.unasked": "weight_decay=0 in the wrapper's optimizer"}
 
 
-def describe(model: Model, cal: Caliber) -> list[tuple[str, str]]:
-    keys = [f"division:{model.division}", f"reduce:{model.reduce}", f"clip:{model.clip}", f"decay:{model.decay}"]
-    return [WORDS[k](model, cal) for k in keys if k in WORDS]
+def describe(model: Model, cal: Caliber, expected: str = "window") -> list[tuple[str, str]]:
+    """(code, words) of each of `model`'s choices that differs from the careful loop's (`expected` division)."""
+    keys = [f"reduce:{model.reduce}", f"clip:{model.clip}", f"decay:{model.decay}"]
+    found = [WORDS[k](model, cal) for k in keys if k in WORDS]
+    if expected == "tokens":
+        return ([normalization.TOKEN_CODES[model.division]] if model.division != expected else []) + found
+    return [WORDS[k](model, cal) for k in [f"division:{model.division}"] if k in WORDS] + found
 
 
 def _scale_words(steps: list[ObservedStep], cal: Caliber, windows: str = "", rule: UpdateRule | None = None) -> str:
     """The median |Δobs|/|Δexp|, over full or short windows only when `windows` says so."""
-    exp = {s.step: d for s, d in zip(steps, predict_all(steps, Model(norm=cal.grad_clip), cal.grad_accum, rule))}
+    expected = Model(expected_division(steps), norm=cal.grad_clip)
+    exp = {s.step: d for s, d in zip(steps, predict_all(steps, expected, cal.grad_accum, rule))}
     full = {s.step: len(s.grads[0]) == cal.grad_accum for s in steps}
     moved = [s for s in steps if np.linalg.norm(exp[s.step]) > 0] or steps     # a step at LR 0 scales nothing
     pick = [s for s in moved if not windows or full[s.step] == (windows == "full")] or moved
@@ -211,18 +227,21 @@ SCALE_WINDOWS = {"loss.window_summed": "full", "window.short_underscaled": "shor
 def expected_deltas(steps: list[ObservedStep], cal: Caliber, rule: UpdateRule | None = None,
                     clipped: bool = True) -> list[np.ndarray]:
     """Each step's expected Δθ: the run's clipping (or none: `clipped=False`), the optimizer's `rule`."""
-    return predict_all(steps, Model(norm=cal.grad_clip if clipped else None), cal.grad_accum, rule)
+    model = Model(expected_division(steps), norm=cal.grad_clip if clipped else None)
+    return predict_all(steps, model, cal.grad_accum, rule)
 
 
 def check_update(job: str, steps: list[ObservedStep], cal: Caliber, declared: Callable[[str], str],
                  rule: UpdateRule | None = None) -> list[Finding]:
     """Update findings of one job: `rule` is the optimizer the wrapper stepped (default: plain SGD)."""
-    expected = Model(norm=cal.grad_clip)
+    division = expected_division(steps)
+    expected = Model(division, norm=cal.grad_clip)
     predicted = dict(zip((s.step for s in steps), predict_all(steps, expected, cal.grad_accum, rule)))
     wrong = [s.step for s in steps if not s.matches(predicted[s.step])]
     if not wrong:
         return []
-    good = [m for m in candidate_models(steps, cal, rule) if m.changes and fits(steps, m, cal.grad_accum, rule)]
+    good = [m for m in candidate_models(steps, cal, rule)
+            if m.changes(division) and fits(steps, m, cal.grad_accum, rule)]
     first, step = wrong[0], next(s for s in steps if s.step == wrong[0])
     exp_delta = predicted[first]
     base = dict(job=job, first_step=first, expected=round(float(np.linalg.norm(exp_delta)), 8),
@@ -234,13 +253,14 @@ def check_update(job: str, steps: list[ObservedStep], cal: Caliber, declared: Ca
                         size=f"{_scale_words(steps, cal, rule=rule)} (median), cosine {cos:.4f} at step {first}; "
                              f"{len(wrong)} of {len(steps)} steps differ",
                         declared=declared("unexplained.update"), **base)]
-    simplest = min(m.changes for m in good)
-    best = [m for m in good if m.changes == simplest]
+    simplest = min(m.changes(division) for m in good)
+    best = [m for m in good if m.changes(division) == simplest]
     findings = []
-    for code, words in dict.fromkeys(d for d in describe(best[0], cal)):
-        others = [w for m in best[1:] for c, w in describe(m, cal) if c != code]
+    for code, words in dict.fromkeys(d for d in describe(best[0], cal, division)):
+        others = [w for m in best[1:] for c, w in describe(m, cal, division) if c != code]
         findings.append(Finding(code=code, title=words, explained_by=[words, *dict.fromkeys(others)],
                                 size=f"{_scale_words(steps, cal, SCALE_WINDOWS.get(code, ''), rule)}; "
                                      f"{len(wrong)} of {len(steps)} steps differ",
-                                knob=KNOBS.get(code, ""), declared=declared(code), **base))
+                                knob=KNOBS.get(code, "") or (normalization.TOKEN_KNOB if code.startswith("loss_norm.")
+                                                             else ""), declared=declared(code), **base))
     return findings

@@ -28,6 +28,7 @@ from evalkit.probes.semantics.explain_optimizer import check_group_lrs, check_op
 from evalkit.probes.semantics.explain_order import ORDER_KNOB, check_order, observed_stream, samplers
 from evalkit.probes.semantics.explain_update import check_update, expected_deltas
 from evalkit.probes.semantics.explain_windows import check_windows, dropped_stream_matches, merged_stream_matches
+from evalkit.probes.semantics.normalization import NAMES
 from evalkit.probes.semantics.oracle import (
     Caliber,
     GradientOracle,
@@ -268,6 +269,10 @@ def _judge_steps(job: JobEvidence, cal: Caliber, notes: list[str], series: dict,
                          "extra forwards did not contribute")
             break
     found += updates
+    tokens = [n for s in steps for c in (s.counts or {}).values() for n in c]
+    if tokens and not updates:
+        notes.append(f"{job.name}: the window's loss normalized as {NAMES['tokens']}, as a careful loop does "
+                     f"(micro-batches of {min(tokens)} to {max(tokens)} target tokens)")
     series[job.name] = _series(cal, rows, steps, tally, rule)
     tally.checked[job.name] = {s.step for s in steps}
     return _with_wrapper_settings(job, found)

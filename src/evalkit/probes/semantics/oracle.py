@@ -6,9 +6,12 @@ docstring; not its code); the data order is `OrderedSampler`'s, cut per epoch in
 micro-batches with one short window at the epoch's end (the same windows on every rank); validation after every
 `val_every` steps and after the last; `max_steps` steps in all. The expected update of step k is
 `-lr_k * clip(g_k)`, g_k the mean over ranks of the mean over the window's micro-batches of each micro-batch's
-mean loss gradient. It is computed on a float64 copy of the task's model at the OBSERVED parameters before the
-step (the task's initial ones for step 1), for the samples the observers SAW and the OBSERVED LR, so that an
-order or LR difference is named once and does not cascade into update findings.
+mean loss gradient; on a task whose batches hold different numbers of loss terms (`Task.loss_terms`: the token
+caliber's padded sequences), g_k is the token mean over the WHOLE window: the sum over ranks and micro-batches of
+each micro-batch's token-mean gradient times its target tokens, over the window's target tokens on all ranks. It is
+computed on a float64 copy of the task's model at the OBSERVED parameters before the step (the task's initial ones for
+step 1), for the samples the observers SAW and the OBSERVED LR, so that an order or LR difference is named once and
+does not cascade into update findings.
 
 Tolerance (calibrated on real baseline runs; parameters are stored as float32 values): an update matches when
 `|Δobs - Δpred| <= UPDATE_REL_TOL * |Δpred| + ULP_FACTOR * |ulp(θ_k)|` (norms over all parameters). Measured on
@@ -180,8 +183,9 @@ class GradientOracle:
             self.layout[name] = slice(start, start + p.numel())
             start += p.numel()
         self.loss_fn = task.loss_fn
+        self.loss_terms = task.loss_terms      # None: a fixed number of loss terms per sample
         x, y = task.train_set.tensors
-        self.x = x.double()
+        self.x = x.double() if x.is_floating_point() else x      # token ids stay integers
         self.y = y.double() if y.is_floating_point() else y
         self._cache: dict[tuple, np.ndarray] = {}
 
@@ -198,6 +202,13 @@ class GradientOracle:
                 self.loss_fn(self.model(self.x[index]), self.y[index]).backward()
             self._cache[key] = torch.cat([p.grad.reshape(-1) for p in self.params]).numpy().copy()
         return self._cache[key]
+
+    def terms(self, ids: list[int]) -> int | None:
+        """The loss terms of the micro-batch of samples `ids` (its target tokens); None on a task with a fixed
+        number per sample."""
+        if self.loss_terms is None:
+            return None
+        return int(self.loss_terms(self.y[torch.as_tensor(ids, dtype=torch.long)]))
 
 
 def clip(g: np.ndarray, norm: float | None) -> np.ndarray:
@@ -218,6 +229,7 @@ class ObservedStep:
     grads: dict[int, list[np.ndarray]]        # rank -> each seen micro-batch's mean-loss gradient
     loss_scale: float | None = None
     row: dict[str, Any] = field(default_factory=dict)
+    counts: dict[int, list[int]] | None = None    # rank -> each micro-batch's loss terms (token tasks; else None)
 
     @property
     def lrs(self) -> list[float]:
@@ -231,7 +243,11 @@ class ObservedStep:
 
     @property
     def window_grad(self) -> np.ndarray:
-        """g_k: the mean over ranks of the mean over the window's micro-batches."""
+        """g_k: the mean over ranks of the mean over the window's micro-batches; on a token task, the token mean
+        over the whole window (every rank's micro-batches weighted by their tokens)."""
+        if self.counts is not None:
+            total = sum(sum(c) for c in self.counts.values())
+            return sum(n * g for r, gs in self.grads.items() for n, g in zip(self.counts[r], gs)) / max(total, 1)
         return np.mean([np.mean(gs, axis=0) for gs in self.grads.values()], axis=0)
 
     def allowance(self, predicted: np.ndarray) -> float:
@@ -280,8 +296,10 @@ def observed_steps(job: JobEvidence, oracle: GradientOracle, notes: list[str] | 
             continue
         theta_prev = np.asarray(params[step - 1], dtype=np.float64)
         grads = {r: [oracle.micro_grad(theta_prev, batch) for batch in micro] for r, micro in ids.items()}
+        counts = {r: [oracle.terms(batch) for batch in micro] for r, micro in ids.items()} \
+            if oracle.loss_terms is not None else None
         out.append(ObservedStep(step, float(rows[step]["lr"]), theta_prev, np.asarray(params[step], np.float64),
-                                grads, rows[step].get("loss_scale"), rows[step]))
+                                grads, rows[step].get("loss_scale"), rows[step], counts))
     if skipped:
         lacking = "; ".join(f"{kind} not recorded at {len(steps)} step(s)" for kind, steps in missing.items())
         notes.append(f"{job.name}: update not checked at steps {skipped} ({lacking})")

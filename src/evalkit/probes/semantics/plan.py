@@ -18,7 +18,11 @@ mode (a loop that never calls `model.train()` trains with dropout off; the calib
 differs and the oracle still holds). With `probe.short_epoch`, one more SGD job at the smallest world size, another
 seed again, whose epochs hold fewer micro-batches than one accumulation window (`short_epoch`: 2 per rank, with 3 per
 window): a careful loop steps once per epoch on a short window of 2; a loop that counts windows across epochs, drops
-the short window or carries its gradient into the next epoch shows it on every step, not once per epoch.
+the short window or carries its gradient into the next epoch shows it on every step, not once per epoch. With
+`probe.tokens`, one more SGD job at the smallest world size, another seed again, on the token caliber (`TOKENS`): the
+same windows over tiny_lm's variable-length sequences, padded targets ignored in the loss (1,256 parameters), so the
+micro-batches of a window hold different numbers of target tokens (18 to 43 at seed 0) and the token mean over the
+window differs from the mean of micro-batch means by 10 % and more: the oracle expects the former.
 """
 from __future__ import annotations
 
@@ -37,6 +41,13 @@ TASK = "mlp_regression"
 ADAMW: dict[str, object] = {"train.optimizer": "adamw", "train.weight_decay": 0.1, "train.betas": [0.9, 0.999],
                             "train.lr": 0.01, "train.model_mode": "eval"}
 
+
+# the token caliber: TRUTH_CALIBER's training settings on a tiny tiny_lm ("task" names the bundled task first)
+TOKENS: dict[str, object] = {
+    "task": "tiny_lm", "task.n_train": 41, "task.n_val": 8, "task.vocab_size": 16, "task.seq_len": 12,
+    "task.hidden": 8, "task.depth": 1, "task.n_heads": 1,
+    **{k: v for k, v in TRUTH_CALIBER.items() if not k.startswith("task.")},
+}
 
 SHORT_EPOCH_BATCHES = 2      # micro-batches per rank and epoch in the short-epoch job: fewer than train.grad_accum
 
@@ -58,3 +69,7 @@ def adamw_job_name(world_size: int) -> str:
 
 def short_epoch_job_name(world_size: int) -> str:
     return f"ws{world_size}-shortepoch"
+
+
+def tokens_job_name(world_size: int) -> str:
+    return f"ws{world_size}-tokens"

@@ -10,11 +10,13 @@ from evalkit.probes.findings import ProbeResult
 from evalkit.probes.semantics.plan import (
     ADAMW,
     TASK,
+    TOKENS,
     TRUTH_CALIBER,
     adamw_job_name,
     job_name,
     short_epoch,
     short_epoch_job_name,
+    tokens_job_name,
 )
 
 
@@ -29,7 +31,8 @@ class SemanticsProbe:
     def caliber(self, cfg: DictConfig) -> str:
         return caliber_tag("truth", hw=cfg.hardware.name, bs=TRUTH_CALIBER["train.batch_size"],
                            accum=TRUTH_CALIBER["train.grad_accum"], prec="fp32", ws=cfg.probe.world_sizes,
-                           opt=cfg.probe.get("optimizers", ["sgd"]), short_epoch=bool(cfg.probe.get("short_epoch")))
+                           opt=cfg.probe.get("optimizers", ["sgd"]), short_epoch=bool(cfg.probe.get("short_epoch")),
+                           tokens=bool(cfg.probe.get("tokens")))
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """Per world size the job without clipping first (seed s), then the one with clipping (seed s + 1) at
@@ -62,6 +65,10 @@ class SemanticsProbe:
             jobs.append(PlannedJob(short_epoch_job_name(world), {
                 **TRUTH_CALIBER, **short_epoch(world), "distributed.name": "ddp" if world > 1 else "none",
                 "distributed.world_size": world, "seed": cfg.seed + 3}))
+        if cfg.probe.get("tokens") and tokens_job_name(world) not in done:
+            jobs.append(PlannedJob(tokens_job_name(world), {
+                **TOKENS, "distributed.name": "ddp" if world > 1 else "none", "distributed.world_size": world,
+                "seed": cfg.seed + 4}))
         return jobs, notes
 
     @staticmethod

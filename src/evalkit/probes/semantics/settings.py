@@ -19,6 +19,9 @@ class SemanticsProbeConfig(ProbeConfig):
     # decay at the smallest world size: the optimizer's param groups and decay)
     optimizers: list[str] = MISSING
     short_epoch: bool = MISSING          # one more SGD job at the smallest world size, epochs shorter than a window
+    # one more SGD job at the smallest world size on the token caliber (tiny_lm: micro-batches of different numbers
+    # of target tokens; the oracle expects the token mean over the window)
+    tokens: bool = MISSING
 
     @staticmethod
     def ranges() -> dict[str, Range]:

@@ -1,7 +1,7 @@
 """Every finding code the semantic judge can emit is fired by at least one planted test (issue 29): by a recorded run
 of a planted loop or of a real wrapper (tests/fixtures/semantics/), judged here again, or by a plant in memory on the
-recorded baseline or on streams with known truth (`IN_MEMORY`: the test that plants it, which must exist and name the
-code). A new code without a
+recorded baseline or on streams with known truth, or by a planted loop trained in this process (`IN_MEMORY`: the test
+that plants it, which must exist and name the code). A new code without a
 plant fails here, naming it."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.oracle import Caliber
 
 FAMILIES = ("unexplained", "lr", "sched", "loss", "window", "clip", "wd", "ddp", "order", "val", "forward", "steps",
-            "precision", "micro", "optim", "threads", "job", "batch")
+            "precision", "micro", "optim", "threads", "job", "batch", "loss_norm")
 CODE = re.compile(r'"((?:%s)\.[a-z_]+)"' % "|".join(FAMILIES))
 NOT_CODES = {"precision.name", "precision.autocast_dtype", "precision.grad_scaler"}    # the plan's config keys
 
@@ -36,6 +36,8 @@ IN_MEMORY = {
     "window.first_single": "test_explain_coverage::test_fabric_pages_accumulation_first_window_of_one_is_named",
     "ddp.not_sharded": "test_explain_coverage::test_ranks_that_trained_on_the_same_samples_unsynchronized_are_named",
     "ddp.unsynchronized": "test_explain_coverage::test_an_unsynchronized_rank_is_named_from_its_updates",
+    **{f"loss_norm.{n}": "test_token_caliber::test_each_wrong_normalization_is_caught_and_named"   # trained in-process
+       for n in ("micro_mean", "micro_sum", "token_sum", "accum_scaled")},
 }
 
 
