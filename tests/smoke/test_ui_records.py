@@ -80,8 +80,9 @@ def test_each_job_logs_its_data_as_dataset_inputs_the_same_for_every_wrapper_at_
         source = json.loads(inputs[0].dataset.source)
         assert source["seed"] == int(run.data.tags[names.SEED]) and source["arguments"]["n_train"] == N_TRAIN
         assert json.loads(inputs[0].dataset.profile) == {"num_rows": N_TRAIN}
-        digests.setdefault(run.data.tags[names.SEED], set()).add(inputs[0].dataset.digest)
-    assert all(len(d) == 1 for d in digests.values()) and digests["0"] != digests["1"]
+        digests.setdefault(run.data.tags[names.SEED], {})[run.data.tags[names.TRAINER]] = inputs[0].dataset.digest
+    assert all(len(set(d.values())) == 1 for d in digests.values()), digests
+    assert digests["0"]["baseline"] != digests["1"]["baseline"]
 
 
 def test_each_job_has_system_metrics_sampled_by_its_controller(sweep):

@@ -255,16 +255,29 @@ def init_process_group(device: torch.device) -> None:
             torch.distributed.init_process_group("gloo")
 
 
+# ATen's grain (at::internal::GRAIN_SIZE): an elementwise op over `threads` times twice this many elements gives
+# every intra-op thread a chunk.
+_GRAIN = 32768
+
+
 def warm_up_torch() -> None:
     """One tiny forward, backward and optimizer step before the import footprint is read: torch's lazily created
     thread pools and allocator arenas then count as footprint in every arm alike, not as the training memory of
     whichever arm happens to create them later (a wrapper's imports create some of them, the baseline's first
-    step the rest)."""
+    step the rest).
+
+    Then one elementwise op split across every intra-op thread, so that the process's first parallel region is
+    this one: with torch 2.13's CPU build (GNU OpenMP) the first parallel region of a process computes one
+    thread's chunk of `torch.tanh` up to 5e-5 off in some processes (5 of 60 fresh interpreters, 20 % of forked
+    workers here; `scripts/first_parallel_region.py` measures it), and every later call agrees bit for bit. Left
+    to the job, that region was the task's data (mlp_regression's targets are a tanh): one job in a few dozen
+    trained on targets that differ from its seed's, its losses ~3e-5 apart from an identical job's."""
     layer = torch.nn.Linear(64, 64)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.0)
     torch.nn.functional.gelu(layer(torch.ones(32, 64))).sum().backward()
     optimizer.step()
     del layer, optimizer
+    torch.tanh(torch.zeros(torch.get_num_threads() * 2 * _GRAIN))
 
 
 def system_exit(exc: SystemExit) -> dict[str, Any]:

@@ -52,3 +52,23 @@ def test_the_worker_records_the_typed_effective_config_whatever_the_adapter_retu
     assert plain == {"loop": "third party", "mode": "aligned", "deviations": [], "aligns": {}}
     with pytest.raises(ValueError, match="wrong shape"):
         effective_config(_Plain({"deviations": ["words only"]}), window_done=False)
+
+
+def test_the_warm_up_gives_every_intra_op_thread_a_chunk_before_the_job_computes_anything(monkeypatch):
+    """The first parallel region of a process may compute one thread's chunk of tanh 5e-5 off (torch 2.13 CPU,
+    scripts/first_parallel_region.py); the warm-up takes that region, split so that every thread of the job's
+    count works in it (ATen gives a thread at least GRAIN_SIZE = 32768 elements)."""
+    import torch
+
+    from evalkit.worker import run
+
+    seen = []
+    real = torch.tanh
+    monkeypatch.setattr(torch, "tanh", lambda t, *a, **k: seen.append(t.numel()) or real(t, *a, **k))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        run.warm_up_torch()
+    finally:
+        torch.set_num_threads(threads)
+    assert seen and max(seen) >= 3 * 32768
