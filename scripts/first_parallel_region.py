@@ -5,8 +5,9 @@ without evalkit's warm-up (`evalkit.worker.run.warm_up_torch`) first: the race t
 
 Per condition: `--runs` fresh interpreters (as a worker started fresh) and `--forks` children forked from one
 process that preloaded as a warm server does (`evalkit.worker.zygote.preload`, nothing parallel run), each with
-`--threads` intra-op threads, computing tanh(x @ w) twice, as mlp_regression makes its targets. Printed: per condition and start,
-the processes whose two results differ, with a 95 % Clopper-Pearson interval, and the largest difference seen.
+`--threads` intra-op threads, computing tanh(x @ w) twice, as mlp_regression makes its targets. Printed: per
+condition and start, the processes whose two results differ, with a 95 % Clopper-Pearson interval, and the largest
+difference seen.
 """
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def forked(threads: int, warm: bool, n: int) -> list[float]:
     from evalkit.worker.zygote import preload
 
     preload("adapters.baseline.BaselineAdapter", [])   # what a warm server runs before it forks: nothing parallel
-    code = compile(CHILD.format(threads=threads, warm=warm).replace("print(json.dumps(", "result = (("), "child", "exec")
+    source = CHILD.format(threads=threads, warm=warm).replace("print(json.dumps(", "result = ((")
+    code = compile(source, "child", "exec")
     diffs = []
     for _ in range(n):
         read, write = os.pipe()
