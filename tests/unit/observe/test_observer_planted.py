@@ -396,7 +396,7 @@ def check_lr_warmup_from_zero(run):
 
 def check_same_as(wrong: str, like: str) -> Callable:
     """A wrong that plants nothing on this task: it records exactly what `like` records (the loss_norm variants
-    change a token task's normalization only, tests/unit/probes/semantics/test_token_caliber.py)."""
+    change a token task's normalization only, tests/unit/probes/semantics/test_normalization_tokens.py)."""
     def check(run):
         ours, theirs = run(wrong), run(like)
         keys = ("step", "lr", "loss", "grad_norm", "micro_batches", "samples")

@@ -11,7 +11,7 @@ from helpers import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 
-from docs import PENDING, README_MAX_LINES, block, generated, problems, readme_problems  # noqa: E402
+from docs import PENDING, README_MAX_LINES, block, generated, problems, readme_problems, snapshots  # noqa: E402
 
 FIX = "run `python scripts/docs.py write`"
 
@@ -42,8 +42,8 @@ def checkout(tmp_path):
 def test_a_stale_document_is_named_for_each_source(checkout):
     names = checkout / "src/evalkit/names.py"
     names.write_text(names.read_text() + 'PLANTED = "planted"   # a name added without regenerating\n')
-    snapshot = next((checkout / "docs/results").glob("*.json"))
-    snapshot.write_text(snapshot.read_text().replace('"taken": "', '"taken": "1', 1))
+    snapshot = snapshots(checkout)[-1][0]           # the newest, which the README quotes: taken later still
+    snapshot.write_text(snapshot.read_text().replace('"taken": "2', '"taken": "3', 1))
     pyproject = checkout / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + '\n[[tool.importlinter.contracts]]\nname = "planted"\n'
                          'type = "forbidden"\nsource_modules = ["evalkit.tasks"]\nforbidden_modules = ["mlflow"]\n')

@@ -42,6 +42,6 @@ PRESETS = {
     # rounds stopped at 12 s when undecided, aligned mode (the defaults mode's settings change what is computed, not
     # the wrapper's own cost).
     "quick": ProbePlan(["probe.performance.depths=[2,32]", "probe.performance.time_limit_s=12"], ("aligned",),
-                       jobs_per_run=6, job_s=4.0),
-    "thorough": ProbePlan(["probe.performance.time_limit_s=60"], jobs_per_run=6, job_s=4.0),
+                       jobs_per_run=6, job_s=3.2),
+    "thorough": ProbePlan(["probe.performance.time_limit_s=60"], jobs_per_run=6, job_s=3.2),
 }

@@ -37,6 +37,6 @@ class SemanticsProbeConfig(ProbeConfig):
 
 
 PRESETS = {   # per world size 1, 2: no clip, clip; AdamW; short epoch
-    "quick": ProbePlan([], jobs_per_run=6, job_s=0.9),
-    "thorough": ProbePlan([], jobs_per_run=6, job_s=0.9),
+    "quick": ProbePlan([], jobs_per_run=6, job_s=0.64),
+    "thorough": ProbePlan([], jobs_per_run=6, job_s=0.64),
 }
