@@ -26,6 +26,9 @@ Modes
   * accumulation: `gradient_accumulation_steps`; the Trainer ends a window at the end of the epoch and
     divides each micro-batch loss by the window's actual size (`current_gradient_accumulation_steps`) as
     the baseline does, because the model does not take loss kwargs and `average_tokens_across_devices=False`;
+    on a token task (`task.loss_terms`: tiny_lm) `compute_loss_func=TokenWindowLoss` divides each micro-batch's
+    summed token losses by the window's target tokens on every rank (`num_items_in_batch`,
+    `average_tokens_across_devices=True`), the baseline's token mean; a Trainer before 4.46 cannot (`loss_norm`);
   * clipping: `max_grad_norm` (0 = off), applied by `accelerator.clip_grad_norm_` after unscaling;
   * optimizer and scheduler: evalkit's, passed in as `optimizers=(optimizer, scheduler)`, the scheduler
     stepped by the Trainer once per optimizer step;
@@ -115,6 +118,9 @@ from evalkit.tasks.order import GlobalOrderSampler, ValSampler
 # The setting that aligns each kind of semantic finding (probe codes, or their family before the dot), reported as
 # `aligns` in the effective config; the semantic probe names it beside each finding.
 ALIGNS = {
+    "loss_norm": "Trainer(compute_loss_func=f) where f divides the micro-batch's summed token losses by "
+                 "num_items_in_batch, with TrainingArguments(average_tokens_across_devices=True) (transformers 4.46 "
+                 "and later; a model whose forward takes **kwargs gets num_items_in_batch itself)",
     "order.fixed_seed": "TrainingArguments(seed=<the run's seed>) (or data_seed): the default seed=42 gives every "
                         "run the same order",
     "order.padded": "TrainingArguments(dataloader_drop_last=True): with the Trainer's even_batches, Accelerate "
@@ -188,6 +194,33 @@ class TaskModule(nn.Module):
         if labels is not None:
             out["loss"] = self.loss_fn(logits, labels)
         return out
+
+
+class TokenWindowLoss:
+    """`Trainer(compute_loss_func=...)` for a task whose samples hold different numbers of loss terms (tiny_lm's
+    target tokens): a micro-batch's summed token losses over `num_items_in_batch`, the target tokens the Trainer
+    counts over the window's labels (over every rank with `average_tokens_across_devices=True`): the token mean over
+    the window, as the baseline computes it. Without a count (evaluation) the micro-batch's own mean."""
+
+    def __init__(self, loss_fn: nn.Module, loss_terms):
+        self.loss_fn = loss_fn
+        self.loss_terms = loss_terms
+
+    def __call__(self, outputs, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+        loss = self.loss_fn(outputs["logits"], labels)
+        if num_items_in_batch is None:
+            return loss
+        return loss * self.loss_terms(labels) / num_items_in_batch
+
+
+def takes_compute_loss_func() -> bool:
+    """Whether the installed Trainer takes `compute_loss_func` (transformers 4.46 and later, with the
+    `num_items_in_batch` it is given)."""
+    import inspect
+
+    from transformers import Trainer
+
+    return "compute_loss_func" in inspect.signature(Trainer.__init__).parameters
 
 
 def collate(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -271,6 +304,9 @@ DEVIATIONS = (
     Deviation("resume.extra_step", "resumed from a checkpoint at or past max_steps, Trainer.train() still takes one "
               "optimizer step before it checks max_steps (aligned mode then does not call train(); defaults mode "
               "does, as a user would)"),
+    Deviation("loss_norm", "transformers before 4.46: the Trainer divides each micro-batch's mean loss by "
+              "gradient_accumulation_steps, a mean of micro-batch means; the token mean over the window "
+              "(compute_loss_func with num_items_in_batch) came in 4.46"),
     *STATE_DEVIATIONS,
 )
 
@@ -338,7 +374,8 @@ class HFTrainerAdapter(WrapperAdapter):
             "dataloader_drop_last": True, "dataloader_num_workers": job.num_workers,
             "dataloader_pin_memory": job.pin_memory, "dataloader_persistent_workers": False,
             "remove_unused_columns": False, "label_names": ["labels"],
-            "average_tokens_across_devices": False, "label_smoothing_factor": 0.0,
+            # A token task's window is averaged over its tokens on every rank (TokenWindowLoss), else no count.
+            "average_tokens_across_devices": self._token_window(job), "label_smoothing_factor": 0.0,
             "ignore_data_skip": False, "eval_delay": 0, "eval_on_start": False,
             "prediction_loss_only": True, "eval_accumulation_steps": None,
             "save_total_limit": None, "save_only_model": False, "save_on_each_node": False,
@@ -355,6 +392,11 @@ class HFTrainerAdapter(WrapperAdapter):
                                    "use_seedable_sampler": False, "non_blocking": False,
                                    "gradient_accumulation_kwargs": {"sync_each_batch": False}},
         }
+
+    def _token_window(self, job: TrainJob) -> bool:
+        """Aligned mode on a task of varying loss terms per sample with a Trainer that can take the token mean over
+        a window (`compute_loss_func`); an older Trainer averages micro-batch means (reported as `loss_norm`)."""
+        return self.mode == "aligned" and job.task.loss_terms is not None and takes_compute_loss_func()
 
     @staticmethod
     def _quick_start_arguments(job: TrainJob) -> dict[str, Any]:
@@ -399,6 +441,8 @@ class HFTrainerAdapter(WrapperAdapter):
         if self.mode == "aligned":
             optimizer = job.make_optimizer(model.parameters())
             own = {"optimizers": (optimizer, job.make_scheduler(optimizer))}
+            if self._token_window(job):
+                own["compute_loss_func"] = TokenWindowLoss(job.task.loss_fn, job.task.loss_terms)
         else:
             own = {}
         trainer = self.trainer_class()(model=wrapper, args=args, train_dataset=job.task.train_set,
@@ -513,5 +557,9 @@ class HFTrainerAdapter(WrapperAdapter):
         }
         self.record_deviations("sched.fp16_skipped_step", "resume.strict_load", "seed.reseeded", "resume.extra_step",
                                *state_deviations(accelerator))
+        if job.task.loss_terms is not None and not takes_compute_loss_func():
+            self.record_deviations("loss_norm")
+        report["compute_loss_func"] = type(trainer.compute_loss_func).__name__ \
+            if getattr(trainer, "compute_loss_func", None) is not None else None
         self.explicit_settings = explicit
         self._effective.update(report)
