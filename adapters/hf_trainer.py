@@ -223,6 +223,25 @@ def takes_compute_loss_func() -> bool:
     return "compute_loss_func" in inspect.signature(Trainer.__init__).parameters
 
 
+def version_arguments(arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The arguments the installed TrainingArguments takes, and the names of those it does not (an older
+    transformers, run in its own environment: `trainer.env`). One it lacks is left out only when it asks for
+    nothing (False, None or 0: that version behaves so without it); one that asks for something is refused."""
+    import dataclasses
+
+    import transformers
+    from transformers import TrainingArguments
+
+    fields = {f.name for f in dataclasses.fields(TrainingArguments)}
+    missing = sorted(k for k in arguments if k not in fields)
+    asked = [k for k in missing if arguments[k] not in (False, None, 0)]
+    if asked:
+        raise UnsupportedCombination(
+            f"transformers {transformers.__version__}'s TrainingArguments has no {', '.join(asked)}, which this run "
+            "needs set", UnsupportedCombination.SUBSTITUTION)
+    return {k: v for k, v in arguments.items() if k in fields}, missing
+
+
 def collate(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """evalkit's (x, y) samples -> the keyword arguments of `TaskModule.forward`."""
     xs, ys = zip(*samples)
@@ -435,7 +454,10 @@ class HFTrainerAdapter(WrapperAdapter):
         optimizer and scheduler, in defaults mode building its own from the arguments, as the quick start does."""
         from transformers import TrainingArguments
 
-        args = TrainingArguments(**arguments)
+        taken, left_out = version_arguments(arguments)
+        args = TrainingArguments(**taken)
+        if left_out:
+            self._effective["arguments_not_in_this_version"] = left_out
         model = job.task.model.to(job.device)
         wrapper = TaskModule(model, job.task.loss_fn)
         if self.mode == "aligned":

@@ -47,7 +47,10 @@ class RunRecord:
 
     @property
     def trainer(self) -> str:
-        return self.tag(names.TRAINER, "?")
+        """The arm's wrapper: `trainer.name`, or `name@env` for a run in a wrapper's own environment (`trainer.env`:
+        another version of it), so that two versions of one wrapper are two arms."""
+        env = self.tag(names.TRAINER_ENV)
+        return f"{self.tag(names.TRAINER, '?')}@{env}" if env else self.tag(names.TRAINER, "?")
 
     @property
     def mode(self) -> str:
@@ -98,6 +101,13 @@ class RunRecord:
     def metric_scale(self) -> str:
         """The scale the task declared for its metric (tag `evalkit.val_metric_scale`)."""
         return metric_scale(self.val_metric, self.tag(names.VAL_METRIC_SCALE))
+
+
+def trainer_overrides(arm_trainer: str) -> str:
+    """The command-line overrides that run an arm's wrapper (`RunRecord.trainer`): `trainer=hf_trainer`, and
+    `trainer.env=<env>` for one in its own environment (`hf_trainer@<env>`)."""
+    name, _, env = arm_trainer.partition("@")
+    return f"trainer={name} trainer.env={env}" if env else f"trainer={name}"
 
 
 def probe_runs(records: list[RunRecord], dimension: str) -> list[RunRecord]:

@@ -23,6 +23,7 @@ from evalkit.config import validate
 from evalkit.controller import tracking
 from evalkit.controller.job import JobResult, reuse_finished, run_job, run_tags
 from evalkit.controller.progress import say
+from evalkit.controller.ui import trainer_label
 from evalkit.probes.base import PlannedJob, Probe
 from evalkit.probes.catalog import probe_from
 from evalkit.probes.evidence import JobEvidence, load_job, save_fixture
@@ -143,7 +144,7 @@ class ProbeRun:
     def _run_together(self, jobs: list[PlannedJob], schedule) -> dict[str, JobEvidence]:
         from evalkit.controller.together import run_together
 
-        say(self.cfg.tracking.progress, f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/"
+        say(self.cfg.tracking.progress, f"[evalkit] {self.probe.name} probe {trainer_label(self.cfg.trainer)}/"
                                         f"{self.cfg.trainer.mode}: {len(jobs)} jobs taking turns")
         planned = [(job.name, self._config(job), os.path.join(self.run_dir, job.name)) for job in jobs]
         results = run_together(planned, schedule, role=names.ROLE_PROBE_JOB)
@@ -151,8 +152,8 @@ class ProbeRun:
 
     def _run_one(self, job: PlannedJob) -> JobEvidence:
         child = self._config(job)
-        say(self.cfg.tracking.progress,
-            f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: job {job.name}")
+        arm = f"{trainer_label(self.cfg.trainer)}/{self.cfg.trainer.mode}"
+        say(self.cfg.tracking.progress, f"[evalkit] {self.probe.name} probe {arm}: job {job.name}")
         result: JobResult = run_job(child, os.path.join(self.run_dir, job.name), role=names.ROLE_PROBE_JOB)
         return load_job(self.client, result.run_id, job.name)
 
@@ -173,7 +174,7 @@ class ProbeRun:
         if not callable(measure):
             return None
         say(self.cfg.tracking.progress,
-            f"[evalkit] {self.probe.name} probe {self.cfg.trainer.name}/{self.cfg.trainer.mode}: measuring")
+            f"[evalkit] {self.probe.name} probe {trainer_label(self.cfg.trainer)}/{self.cfg.trainer.mode}: measuring")
         return measure(self.cfg)
 
     def record(self, result: ProbeResult, jobs: list[JobEvidence], measured: dict | None = None) -> None:
@@ -192,7 +193,7 @@ class ProbeRun:
         for key in (names.WRAPPER_VERSION, names.TORCH_VERSION):
             tags[key] = versions.get(key)
         tracking.set_tags(client, run_id, tags)
-        title = f"{self.probe.name} probe: {self.cfg.trainer.name}/{self.cfg.trainer.mode}"
+        title = f"{self.probe.name} probe: {trainer_label(self.cfg.trainer)}/{self.cfg.trainer.mode}"
         with tempfile.TemporaryDirectory() as tmp:
             for name, text in ((names.probe_result_file(dim), result.to_json()),
                                (names.probe_report_file(dim), result.to_markdown(title))):
@@ -249,7 +250,7 @@ def run_probe(cfg: DictConfig, run_dir: str) -> JobResult:
 
 
 def summary_line(cfg: DictConfig, result: ProbeResult, run_id: str) -> str:
-    head = f"[evalkit] {result.dimension} probe {cfg.trainer.name}/{cfg.trainer.mode}: "
+    head = f"[evalkit] {result.dimension} probe {trainer_label(cfg.trainer)}/{cfg.trainer.mode}: "
     headline = f": {result.headline}" if result.headline else ""
     if result.inconclusive:
         return head + f"inconclusive{headline} (run {run_id})\n  - {result.reason}"

@@ -20,6 +20,7 @@ from evalkit.analysis.arms import Arm
 from evalkit.analysis.compare import BUDGET, NONFINITE, OUTSIDE, RELATIVE, WITHIN, Comparison
 from evalkit.analysis.finite import NonFinite
 from evalkit.analysis.planning import MAX_SEEDS
+from evalkit.analysis.records import trainer_overrides
 from evalkit.analysis.stats import DEVIATION, EQUIVALENT
 
 DIMENSIONS = ("functional", "semantics", "consistency", "performance",
@@ -119,7 +120,7 @@ def _crash_reason(run, dim: str) -> str:
     """Whose crash it was: a job of the wrapper that crashed unplanted (a fail of the wrapper's), or evalkit's own
     probe machinery (nothing judged: inconclusive), with the command that runs the probe again."""
     why = run.tags.get(names.FAILURE_REASON) or "no failure reason recorded"
-    again = f"`evalkit probe={dim} trainer={run.trainer} trainer.mode={run.mode}`"
+    again = f"`evalkit probe={dim} {trainer_overrides(run.trainer)} trainer.mode={run.mode}`"
     job = run.tags.get(names.PROBE_CRASHED_JOB)
     if job:
         return (f"{dim} probe run {run.run_id[:8]} ended {run.status} before judging because the wrapper's job "

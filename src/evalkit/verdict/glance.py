@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from evalkit.analysis.arms import Arm, ArmKey
+from evalkit.analysis.records import trainer_overrides
 from evalkit.verdict.build import Row, Verdict
 from evalkit.verdict.dimensions import FAIL, NOT_RUN
 from evalkit.verdict.leads import LEADING_MODE, leads
@@ -66,7 +67,7 @@ def not_judged(row: Row) -> str:
     for d in dims:
         by_why.setdefault(row.dimensions[d].figure or "no probe ran", []).append(d)
     said = "; ".join(f"{and_list(group)} ({why})" for why, group in by_why.items())
-    command = f"`evalkit probe=<dimension> trainer={row.key.trainer} trainer.mode={row.key.mode}`"
+    command = f"`evalkit probe=<dimension> {trainer_overrides(row.key.trainer)} trainer.mode={row.key.mode}`"
     return clip(f"Not judged: {said}; {command} judges each.", 260)
 
 

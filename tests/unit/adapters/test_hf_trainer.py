@@ -48,3 +48,14 @@ def test_only_aligned_mode_on_a_token_task_with_a_trainer_that_takes_the_count_n
     assert not aligned._token_window(_job(count_tokens))
     assert "4.46" in next(d.text for d in HFTrainerAdapter.deviations if d.code == "loss_norm")
     assert "loss_norm" in HFTrainerAdapter.aligns
+
+
+def test_an_argument_an_older_trainingarguments_lacks_is_left_out_only_when_it_asks_for_nothing():
+    """transformers 4.45.2 (`trainer.env`) has no average_tokens_across_devices: off, it is left out and said; a
+    setting the run needs that the version lacks is refused, never dropped."""
+    from evalkit.contract import UnsupportedCombination
+
+    taken, left_out = hf_trainer.version_arguments({"max_steps": 3, "planted_feature": False, "planted_count": 0})
+    assert taken == {"max_steps": 3} and left_out == ["planted_count", "planted_feature"]
+    with pytest.raises(UnsupportedCombination, match="has no planted_feature, which this run needs set"):
+        hf_trainer.version_arguments({"max_steps": 3, "planted_feature": True})

@@ -118,3 +118,22 @@ def test_records_csv_with_blank_and_text_columns_as_the_training_core_writes_the
     assert everything["lr"].tolist() == [0.001, 0.002]
     assert np.isnan(everything["loss_scale"]).all() and np.isnan(everything["validated_before"]).all()
     assert parse_csv("step,loss\n")["loss"].size == 0 and parse_csv("") == {}
+
+
+def test_a_wrapper_in_its_own_environment_is_an_arm_of_its_own_named_after_it():
+    """Two versions of one wrapper in one sweep (`trainer.env`, issue 33): two arms, each judged against the
+    baseline, and the command that runs one again names its environment."""
+    from evalkit import names
+    from evalkit.analysis.records import trainer_overrides
+
+    runs = records([ArmPlan("baseline"), ArmPlan("hf_trainer", seeds=(0, 1)), ArmPlan("hf_trainer", seeds=(2, 3))])
+    for run in runs:
+        if run.tag(names.TRAINER) == "hf_trainer" and run.seed in (2, 3):
+            run.tags[names.TRAINER_ENV] = "transformers-4.45.2"
+    arms = group_arms(runs)
+    assert sorted(k.trainer for k in arms) == ["baseline", "hf_trainer", "hf_trainer@transformers-4.45.2"]
+    assert one(arms, "hf_trainer@transformers-4.45.2").seeds == [2, 3] and one(arms, "hf_trainer").seeds == [0, 1]
+    wrappers = wrapper_arms(arms)
+    assert len(wrappers) == 2 and all(baseline_for(a.key, arms).key.trainer == "baseline" for a in wrappers)
+    assert trainer_overrides("hf_trainer@transformers-4.45.2") == "trainer=hf_trainer trainer.env=transformers-4.45.2"
+    assert trainer_overrides("baseline") == "trainer=baseline"

@@ -36,7 +36,7 @@ IN_MEMORY = {
     "window.first_single": "test_explain_coverage::test_fabric_pages_accumulation_first_window_of_one_is_named",
     "ddp.not_sharded": "test_explain_coverage::test_ranks_that_trained_on_the_same_samples_unsynchronized_are_named",
     "ddp.unsynchronized": "test_explain_coverage::test_an_unsynchronized_rank_is_named_from_its_updates",
-    **{f"loss_norm.{n}": "test_normalization_tokens::test_each_wrong_normalization_is_caught_and_named"   # trained in-process
+    **{f"loss_norm.{n}": "test_normalization_tokens::test_each_wrong_normalization_is_caught_and_named"   # in-process
        for n in ("micro_mean", "micro_sum", "token_sum", "accum_scaled")},
 }
 
