@@ -98,7 +98,7 @@ def test_a_failed_job_does_not_stop_the_sweep_and_the_command_exits_nonzero(work
 
 def test_missing_wrapper_names_what_to_install(workdir):
     proc = run_evalkit(workdir, "trainer.modules=[no_such_wrapper_pkg.engine]",
-                       "trainer.requirements=[no-such-wrapper==1.0]", "trainer.name=nosuch")
+                       "trainer.requirements=['no-such-wrapper==1.0']", "trainer.name=nosuch")
     assert proc.returncode != 0
     # the trainer's requirements, the same from a checkout or a wheel (tests/unit/test_trainers.py: every message)
     assert ("'no_such_wrapper_pkg' package, which is not installed: pip install no-such-wrapper==1.0"
