@@ -49,6 +49,7 @@ class VerdictOptions:
     curve_rtol: float = 1e-4          # band floor: relative differences below this never count
     scenario: str = "balanced"
     scenarios: dict[str, dict[str, float]] = field(default_factory=load_scenarios)
+    references: list[str] = field(default_factory=list)   # arms set as their trainer's reference version (versions.py)
 
     def __post_init__(self):
         """The library refuses a bad margin with the CLI's words, before any comparison runs."""

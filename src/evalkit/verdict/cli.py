@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
                         "those outcomes too (words alone gate all seven dimensions)")
     p.add_argument("--wrappers", default="", metavar="A[,B]",
                    help="gate only these wrappers (trainer or trainer/mode)")
+    p.add_argument("--reference", action="append", default=[], metavar="TRAINER[@ENV]",
+                   help="the version other versions of a wrapper are set against in 'What changed between versions' "
+                        "(e.g. hf_trainer@transformers-4.45.2; default: the version installed beside evalkit)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise error rate (Holm) (default: 0.05)")
     p.add_argument("--margin", action="append", default=[], metavar="[TASK:]METRIC=REL",
                    help="equivalence margin override, e.g. mse=0.02 (±2 %% on a relative metric) or "
@@ -103,7 +106,7 @@ def options_from(args):
         raise BadInput(f"--scenario {args.scenario!r} unknown; choose from {', '.join(sorted(scenarios))}")
     return VerdictOptions(alpha=args.alpha, margins=_margins(args.margin), throughput_min=args.throughput_min,
                           memory_max=args.memory_max, min_seeds=args.min_seeds, scenario=args.scenario,
-                          scenarios=scenarios)
+                          scenarios=scenarios, references=list(args.reference))
 
 
 def gate(verdict, fail_on: list[str], wrappers: list[str]) -> list[str]:
@@ -133,6 +136,7 @@ def run(args) -> int:
     from evalkit.controller.tracking import display_uri
     from evalkit.verdict.build import build_verdict
     from evalkit.verdict.table import terminal_report
+    from evalkit.verdict.versions import check_references
 
     options = options_from(args)
     out_problem = write_problem(str(args.out)) if args.out else None
@@ -143,6 +147,9 @@ def run(args) -> int:
     client, exp_id, records = read_runs(uri, args.experiment, args.sweep_id, args.parent_run_id, args.workers)
     read_s = time.perf_counter() - started
     verdict = build_verdict(records, options)
+    unknown = check_references(options.references, verdict.arms)
+    if unknown:
+        raise BadInput("; ".join(unknown))
     failures = gate(verdict, _split(args.fail_on), _split(args.wrappers))
     print(terminal_report(verdict))
     print(f"\n[{len(records)} runs read in {read_s:.1f} s, verdict in {time.perf_counter() - started - read_s:.1f} s]",

@@ -21,6 +21,7 @@ from evalkit.verdict.figure import Plot
 from evalkit.verdict.glance import INTRO, QUICK_START, glance
 from evalkit.verdict.probe_plots import SEMANTICS, semantic_probe_runs
 from evalkit.verdict.table import arm_cells, dimension_cells, fail_reasons
+from evalkit.verdict.versions import version_pairs
 
 METHOD = (
     "Each wrapper arm (one adapter and mode at one task and caliber, over seeds and repeats) is compared "
@@ -67,6 +68,7 @@ def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
         out += [Block("h3", f"{task} · caliber {caliber} · baseline {base.label if base else 'none'}"),
                 Block("table", headers=["wrapper", "mode", "runs"] + list(DIMENSIONS),
                       rows=[arm_cells(r) + dimension_cells(r) for r in rows])]
+    out += _versions(verdict)
     out += _ranking(verdict)
     reasons = fail_reasons(verdict)
     out += [Block("h2", "Reasons for every fail"), Block("list", rows=[[r] for r in reasons] or [["none"]])]
@@ -78,6 +80,26 @@ def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
     out += [Block("h2", "Comparisons"), _comparison_table(verdict), Block("h2", "Method"), Block("text", METHOD)]
     out += [Block("h2", "Inputs"),
             Block("text", " · ".join(f"{k}: {v}" for k, v in inputs.items() if v not in (None, "")))]
+    return out
+
+
+def _versions(verdict: Verdict) -> list[Block]:
+    """'What changed between versions': one table per version against its reference, only where a sweep held
+    several versions of one wrapper (`trainer.env`)."""
+    pairs = version_pairs(verdict)
+    if not pairs:
+        return []
+    out = [Block("h2", "What changed between versions")]
+    for pair in pairs:
+        rows = [[c.dimension, c.before, c.after, ", ".join(c.appeared) or "-", ", ".join(c.gone) or "-"]
+                for c in pair.changes]
+        out.append(Block("h3", pair.title))
+        if rows:
+            out.append(Block("table", headers=["dimension", pair.reference.trainer, pair.other.trainer,
+                                               "findings new", "findings gone"], rows=rows))
+        said = [f"Judged alike: {', '.join(pair.same)}." if pair.same else "No dimension judged alike."]
+        said += [f"Judged in one version only: {', '.join(pair.one_sided)}."] if pair.one_sided else []
+        out.append(Block("text", " ".join(said)))
     return out
 
 

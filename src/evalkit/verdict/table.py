@@ -8,6 +8,7 @@ from evalkit.verdict import ranking
 from evalkit.verdict.build import Row, Verdict, row_label
 from evalkit.verdict.dimensions import DIMENSIONS, FAIL
 from evalkit.verdict.glance import glance_text
+from evalkit.verdict.versions import version_pairs, versions_text
 
 ARM_HEADERS = ["wrapper", "mode", "runs"]
 
@@ -71,6 +72,7 @@ def terminal_report(verdict: Verdict) -> str:
     """The first screen in plain words, then the table, the ranking, every fail's reason and the warnings."""
     parts = [glance_text(verdict) if verdict.rows else "", terminal_table(verdict),
              ranking_table(verdict) if verdict.rows else ""]
+    parts.append(versions_text(version_pairs(verdict)))
     reasons = fail_reasons(verdict)
     parts.append("Reasons for every fail:\n" + "\n".join(f"  - {r}" for r in reasons) if reasons
                  else "No dimension failed.")
