@@ -103,17 +103,9 @@ class BaselineAdapter(WrapperAdapter):
 
     @staticmethod
     def token_weights(job: TrainJob, targets: list[torch.Tensor]) -> list[float] | None:
-        """Each micro-batch's weight in its window's token mean: its loss terms x world size / the window's terms on
-        all ranks (DDP averages the ranks' gradients, so each rank's share is scaled back up by the world size);
-        a window of one micro-batch on one rank weighs 1.0 exactly. None when the task's loss has a fixed number of
-        terms per sample (`task.loss_terms` unset): the loop divides by the window's size."""
-        if job.task.loss_terms is None:
-            return None
-        terms = [job.task.loss_terms(y) for y in targets]
-        total = torch.tensor(float(sum(terms)), dtype=torch.float64, device=job.device)
-        if job.distributed:
-            dist.all_reduce(total)
-        return [n * job.world_size / (float(total) or 1.0) for n in terms]
+        """Each micro-batch's weight in its window's token mean (`TrainJob.token_weights`), None for a task of a
+        fixed number of loss terms per sample."""
+        return job.token_weights(targets)
 
     def after_optimizer_step(self, job: TrainJob, step: int, model: torch.nn.Module) -> bool:
         """Called once after each optimizer step (and the scheduler's); True ends training after this step."""

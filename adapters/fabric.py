@@ -13,7 +13,8 @@ Processes: evalkit's launcher starts the ranks with torch elastic variables; Fab
 
 Modes
 - `aligned`: the loop has the baseline's semantics exactly: windows of `grad_accum` micro-batches (the
-  last one of an epoch shorter, losses divided by the window's actual size), DDP gradient sync only on
+  last one of an epoch shorter, losses divided by the window's actual size; on a token task each weighted by its
+  target tokens over the window's on all ranks, the window fetched first), DDP gradient sync only on
   a window's last backward, the loss computed under `fabric.autocast()` like the baseline's, clipping
   with `error_if_nonfinite=False` (torch's default, the baseline's), the scheduler stepped once per
   optimizer step, evalkit's sampler (`use_distributed_sampler=False`), validation calling evalkit's model
@@ -228,7 +229,8 @@ class FabricAdapter(WrapperAdapter):
             "setup_dataloaders": "once, use_distributed_sampler=False, move_to_device=True; evalkit's OrderedSampler "
                                  "shard, its epoch = Fabric's pass count (+ the epoch resumed in)",
             "accumulation": f"windows of {job.grad_accum} micro-batches, the last of an epoch shorter; loss / "
-                            "window size; no_backward_sync on all but the window's last backward",
+                            "window size (a token task: loss x its tokens x world size / the window's tokens on all "
+                            "ranks); no_backward_sync on all but the window's last backward",
             "loss": "job.task.loss_fn(model(x), y) under fabric.autocast()",
             "clip_gradients": (", ".join(f"{k}={v}" for k, v in aligned_clipping(job).items())
                                if job.grad_clip is not None else None),
@@ -287,12 +289,14 @@ class FabricAdapter(WrapperAdapter):
             batches = iter(loader)   # Fabric calls sampler.set_epoch(passes so far) here
             while batch_in_epoch < batches_per_epoch and step < job.max_steps and not self.should_stop:
                 window = min(job.grad_accum, batches_per_epoch - batch_in_epoch)
-                for i in range(window):
-                    x, y = next(batches)
+                micro = [next(batches) for _ in range(window)]
+                weights = job.token_weights([y for _, y in micro])    # a token task: its window's token mean
+                for i, (x, y) in enumerate(micro):
                     skip_sync = job.distributed and i < window - 1
                     with fabric.no_backward_sync(model, enabled=skip_sync):
                         with fabric.autocast():
-                            loss = self.training_loss(model, loss_fn, x, y) / window
+                            loss = self.training_loss(model, loss_fn, x, y)
+                            loss = loss / window if weights is None else loss * weights[i]
                         fabric.backward(loss)
                 batch_in_epoch += window
                 if job.grad_clip is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 import torch
+import torch.distributed
 from torch.utils.data import DataLoader
 
 from evalkit.adapter_class import (  # noqa: F401 - part of the contract, kept torch-free for the controller
@@ -141,6 +142,19 @@ class TrainJob:
                           sampler=ValSampler(len(self.task.val_set), self.rank, self.world_size),
                           num_workers=self.num_workers, pin_memory=self.pin_memory,
                           generator=self.loader_generator())
+
+    def token_weights(self, targets: list[torch.Tensor]) -> list[float] | None:
+        """Each micro-batch's weight in its window's token mean: its loss terms x world size / the window's terms on
+        all ranks (DDP averages the ranks' gradients, so each rank's share is scaled back up by the world size);
+        a window of one micro-batch on one rank weighs 1.0 exactly. None when the task's loss has a fixed number of
+        terms per sample (`task.loss_terms` unset): a loop divides by the window's size."""
+        if self.task.loss_terms is None:
+            return None
+        terms = [self.task.loss_terms(y) for y in targets]
+        total = torch.tensor(float(sum(terms)), dtype=torch.float64, device=self.device)
+        if self.distributed:
+            torch.distributed.all_reduce(total)
+        return [n * self.world_size / (float(total) or 1.0) for n in terms]
 
     def should_validate(self, step: int) -> bool:
         return step == self.max_steps or (self.val_every > 0 and step % self.val_every == 0)
