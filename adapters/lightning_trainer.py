@@ -105,6 +105,9 @@ ALIGNS = {
     "order": "Trainer(use_distributed_sampler=False) and a DataLoader over evalkit's sampler",
     "window.short_underscaled": "none with automatic optimization (each loss / accumulate_grad_batches); manual "
                                 "optimization can divide by the window's actual size",
+    "loss_norm": "none with automatic optimization (each training_step loss / accumulate_grad_batches, ranks "
+                 "averaged by DDP); manual optimization can weight each micro-batch by its tokens over the window's "
+                 "on all ranks",
     "batch.partial": "DataLoader(..., drop_last=True)",
     "clip": "Trainer(gradient_clip_val=max_norm, gradient_clip_algorithm='norm')",
 }
@@ -262,6 +265,9 @@ DEVIATIONS = (
     Deviation("window.short_underscaled", "the last window of an epoch whose batch count is not a multiple of "
               "grad_accum is shorter; Lightning divides its losses by accumulate_grad_batches (baseline: by the "
               "window's size)"),
+    Deviation("loss_norm", "a task whose samples hold different numbers of loss terms (tokens): automatic "
+              "optimization divides each micro-batch's mean loss by accumulate_grad_batches and DDP averages the "
+              "ranks, a mean of micro-batch means (baseline: the token mean over the window on all ranks)"),
     Deviation("val.cadence", "validation every val_check_interval = val_every * accumulate_grad_batches batches, "
               "counted across epochs, drifts from optimizer-step multiples where an epoch's batch count is not a "
               "multiple of grad_accum; in defaults mode also at each epoch's end when val_every=0, and none after "
@@ -483,4 +489,6 @@ class LightningAdapter(WrapperAdapter):
         per_epoch = job.train_sampler().batches_per_epoch if self.mode == "aligned" else trainer.num_training_batches
         short = job.grad_accum > 1 and isinstance(per_epoch, int) and per_epoch % job.grad_accum
         codes = ["window.short_underscaled", "val.cadence"] if short else []
+        if job.task.loss_terms is not None and (job.grad_accum > 1 or job.world_size > 1):
+            codes.append("loss_norm")
         return codes + (["val.cadence", *DEFAULTS_DEVIATIONS] if self.mode == "defaults" else [])

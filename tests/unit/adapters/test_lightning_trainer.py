@@ -25,3 +25,23 @@ def test_a_clip_value_goes_to_the_trainer_only_when_the_run_asks_for_one(tmp_pat
     flags = adapter._defaults_flags(SimpleNamespace(**{**vars(job), "grad_clip": 0.5}), "32-true")
     assert flags["gradient_clip_val"] == 0.5 and "gradient_clip_algorithm" not in flags
     assert set(flags) <= TRANSLATED
+
+
+def test_a_token_task_under_accumulation_or_ddp_reports_the_mean_of_micro_batch_means_it_cannot_align():
+    """Automatic optimization divides each loss by accumulate_grad_batches: on a token task (issue 33) that is a
+    mean of micro-batch means, declared with the setting that could align it; a fixed-terms task declares nothing."""
+    adapter = LightningAdapter(mode="aligned")
+    sampler = SimpleNamespace(batches_per_epoch=12)
+
+    def job(loss_terms, grad_accum=3, world_size=1):
+        return SimpleNamespace(task=SimpleNamespace(loss_terms=loss_terms), grad_accum=grad_accum,
+                               world_size=world_size, train_sampler=lambda: sampler)
+
+    def count(y):
+        return int(y.numel())
+
+    assert "loss_norm" in adapter._deviations(job(count), None)
+    assert "loss_norm" in adapter._deviations(job(count, grad_accum=1, world_size=2), None)
+    assert "loss_norm" not in adapter._deviations(job(count, grad_accum=1), None)
+    assert "loss_norm" not in adapter._deviations(job(None), None)
+    assert "manual optimization" in LightningAdapter.aligns["loss_norm"]
