@@ -88,6 +88,7 @@ loaded on resume; `trainer_state.json` is JSON.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -213,6 +214,7 @@ class TokenWindowLoss:
         return loss * self.loss_terms(labels) / num_items_in_batch
 
 
+@functools.lru_cache(maxsize=1)
 def takes_compute_loss_func() -> bool:
     """Whether the installed Trainer takes `compute_loss_func` (transformers 4.46 and later, with the
     `num_items_in_batch` it is given)."""

@@ -100,6 +100,7 @@ WRAPPER_VERSION = "evalkit.wrapper_version"         # the installed version of t
 TORCH_VERSION = "evalkit.torch_version"             # the installed torch
 VERSION_PREFIX = "evalkit.version."                 # + a distribution: its version (torch and the YAML's requirements)
 TRAINER_ENV = "evalkit.env"                         # `trainer.env`: the environment whose interpreter ran the workers
+ENV_SEPARATOR = "@"   # an arm in a wrapper's own environment reads <trainer>@<env> (verdict, progress, run names)
 THROUGHPUT_METHOD = "evalkit.throughput_method"     # how perf/samples_per_s was measured (its window of steps)
 PEAK_MEM_METHOD = "evalkit.peak_mem_method"         # how perf/peak_mem_bytes was read (CPU RSS; CUDA allocator)
 RESUMED_FROM = "evalkit.resumed_from"               # a resumed run: the checkpoint it continued from

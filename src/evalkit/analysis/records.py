@@ -50,7 +50,7 @@ class RunRecord:
         """The arm's wrapper: `trainer.name`, or `name@env` for a run in a wrapper's own environment (`trainer.env`:
         another version of it), so that two versions of one wrapper are two arms."""
         env = self.tag(names.TRAINER_ENV)
-        return f"{self.tag(names.TRAINER, '?')}@{env}" if env else self.tag(names.TRAINER, "?")
+        return f"{self.tag(names.TRAINER, '?')}{names.ENV_SEPARATOR}{env}" if env else self.tag(names.TRAINER, "?")
 
     @property
     def mode(self) -> str:
@@ -106,7 +106,7 @@ class RunRecord:
 def trainer_overrides(arm_trainer: str) -> str:
     """The command-line overrides that run an arm's wrapper (`RunRecord.trainer`): `trainer=hf_trainer`, and
     `trainer.env=<env>` for one in its own environment (`hf_trainer@<env>`)."""
-    name, _, env = arm_trainer.partition("@")
+    name, _, env = arm_trainer.partition(names.ENV_SEPARATOR)
     return f"trainer={name} trainer.env={env}" if env else f"trainer={name}"
 
 

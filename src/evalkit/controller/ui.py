@@ -106,7 +106,7 @@ def share_views(client: MlflowClient, experiment_id: str, sweep_id: str, columns
 
 def trainer_label(trainer: DictConfig) -> str:
     """The trainer as a person reads it: its name, and the environment it runs in (`lightning@lightning-2.5.2`)."""
-    return f"{trainer.name}@{trainer.env}" if trainer.get("env") else str(trainer.name)
+    return f"{trainer.name}{names.ENV_SEPARATOR}{trainer.env}" if trainer.get("env") else str(trainer.name)
 
 
 def job_description(cfg: DictConfig, outcome: str) -> str:

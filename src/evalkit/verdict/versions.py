@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evalkit import names
 from evalkit.analysis.arms import Arm, ArmKey
 from evalkit.verdict.build import Verdict
 from evalkit.verdict.dimensions import DIMENSIONS, NOT_RUN
@@ -43,7 +44,7 @@ class VersionPair:
 
 
 def base_name(trainer: str) -> str:
-    return trainer.partition("@")[0]
+    return trainer.partition(names.ENV_SEPARATOR)[0]
 
 
 def check_references(references: list[str], arms: dict[ArmKey, Arm]) -> list[str]:
@@ -66,7 +67,7 @@ def version_pairs(verdict: Verdict) -> list[VersionPair]:
         if len(keys) < 2:
             continue
         named = [k for k in keys if k.trainer in references]
-        installed = [k for k in keys if "@" not in k.trainer]
+        installed = [k for k in keys if names.ENV_SEPARATOR not in k.trainer]
         reference = (named or installed or sorted(keys, key=lambda k: k.trainer))[0]
         for other in keys:
             if other != reference:
