@@ -24,7 +24,11 @@ Modes
     `rng_types=[]`) hands rank `r` the `r`-th slice of each global batch, which is exactly evalkit's
     per-rank order (verified at set-up against `job.train_sampler()`, a mismatch raises);
   * accumulation: `GradientAccumulationPlugin(num_steps=grad_accum, sync_with_dataloader=True)`: a window
-    ends after `grad_accum` micro-batches or at the end of the epoch (as the baseline);
+    ends after `grad_accum` micro-batches or at the end of the epoch (as the baseline); on a task whose samples hold
+    different numbers of loss terms (tokens), the gradient accumulation guide's "Gradient accumulation on training
+    samples of variable size" skeleton instead: the window fetched first, its target tokens summed over the ranks,
+    each loss x its tokens x `gradient_accumulation_steps` x `num_processes` / the window's tokens, `no_sync` on all
+    but the window's last backward, one optimizer step per window (the baseline's token mean over the window);
   * scheduler: `step_scheduler_with_optimizer=False`, stepped by the loop once per optimizer step (the
     default would step it `num_processes` times per optimizer step and skip it when GradScaler skips);
   * clipping: `accelerator.clip_grad_norm_` (unscales first) on `sync_gradients` only;
@@ -79,6 +83,7 @@ adapter registers none: its loop position is plain JSON.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, is_dataclass
@@ -140,6 +145,10 @@ ALIGNED_LOOP = {
     "scheduler_step": "loop calls scheduler.step() once per optimizer step (sync_gradients)",
     "clipping": "accelerator.clip_grad_norm_ (unscales first) when sync_gradients",
     "loss_autocast": "loss computed under accelerator.autocast(), as the baseline computes it under autocast",
+    "token_task": "a task whose samples hold different numbers of loss terms: the gradient accumulation guide's "
+                  "'training samples of variable size' skeleton instead of accelerator.accumulate (window fetched "
+                  "first, loss x tokens x gradient_accumulation_steps x num_processes / the window's tokens on all "
+                  "ranks, no_sync on all but its last backward, clipping, optimizer and scheduler once per window)",
     "validation": "unwrapped model, eval mode, no_grad, accelerator.autocast(), on job.val_loader()",
     "checkpoint": "save_state(safe_serialization=True) + evalkit_position.json; resume: load_state + "
                   "skip_first_batches",
@@ -156,6 +165,9 @@ ALIGNS = {
     "sched": "Accelerator(step_scheduler_with_optimizer=False) and scheduler.step() once per optimizer step "
              "(when accelerator.sync_gradients)",
     "window.short_underscaled": "none: accelerator.backward divides each loss by gradient_accumulation_steps",
+    "loss_norm": "the gradient accumulation guide's 'training samples of variable size' skeleton: fetch the window "
+                 "first, gather its target tokens, loss x tokens x gradient_accumulation_steps x num_processes / the "
+                 "window's tokens, no_sync on all but the last backward, one optimizer step per window",
     "clip": "accelerator.clip_grad_norm_(params, max_norm) when accelerator.sync_gradients",
     "ddp": "Accelerator(cpu=True) on CPU (or ACCELERATE_USE_CPU=true, which `accelerate launch --cpu` sets): "
            "Accelerate then joins the launched ranks, shards the data and averages the gradients",
@@ -229,6 +241,10 @@ DEVIATIONS = (
               "num_processes): each rank trains on all the data and no gradient is averaged across ranks (on CPU "
               "Accelerate joins torch elastic ranks only with cpu=True or ACCELERATE_USE_CPU=true, which "
               "`accelerate launch --cpu` sets)"),
+    Deviation("loss_norm", "defaults: a task whose samples hold different numbers of loss terms (tokens): "
+              "accelerator.backward divides each micro-batch's mean loss by gradient_accumulation_steps and DDP "
+              "averages the ranks, a mean of micro-batch means (baseline: the token mean over the window on all "
+              "ranks)"),
     Deviation("order.shuffled", "defaults: shuffle=True DataLoader prepared by Accelerate (a RandomSampler drawing "
               "from torch's global RNG when one process, its generator synchronised across processes otherwise; no "
               "set_seed), not evalkit's order"),
@@ -259,6 +275,18 @@ def state_deviations(accelerator) -> list[str]:
         ("process.one_process_ddp", kind == "MULTI_CPU" and one),
         ("process.one_process_nccl", kind == "MULTI_GPU" and one),
         ("threads.changed", kind == "MULTI_CPU" and not os.environ.get("OMP_NUM_THREADS"))) if applies]
+
+
+def normalization_deviations(job: TrainJob, mode: str) -> list[str]:
+    """How the loss is divided, where it is not the baseline's: by gradient_accumulation_steps in every window
+    (`window.short_underscaled`) except in the aligned skeleton for a token task, which divides by the window's tokens;
+    on a token task in defaults mode a mean of micro-batch means (`loss_norm`) wherever a window holds several
+    micro-batches or ranks."""
+    tokens = job.task.loss_terms is not None
+    if tokens and mode == "aligned":
+        return []
+    averaged = tokens and (job.grad_accum > 1 or job.world_size > 1)
+    return ["window.short_underscaled", *(["loss_norm"] if averaged else [])]
 
 
 def _as_dict(obj: Any) -> Any:
@@ -337,26 +365,15 @@ class AccelerateAdapter(WrapperAdapter):
         self._record(job, accelerator, net, train_dl, step, explicit={**settings, **ALIGNED_LOOP})
 
         batches_per_epoch = len(train_dl)
+        train = self._token_windows if job.task.loss_terms is not None else self._accumulated
         model.train()
         stop = False
         while step < job.max_steps and not stop:
             train_dl.set_epoch(epoch)
             sampler.set_epoch(epoch)   # a skipping DataLoader may not forward set_epoch to the sampler
             batches = accelerator.skip_first_batches(train_dl, batch_in_epoch) if batch_in_epoch else train_dl
-            for x, y in batches:
-                with accelerator.accumulate(net):
-                    with accelerator.autocast():
-                        loss = self.training_loss(net, loss_fn, x, y)
-                    accelerator.backward(loss)
-                    if accelerator.sync_gradients and job.grad_clip is not None:
-                        accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                    if accelerator.sync_gradients:
-                        sched.step()
-                batch_in_epoch += 1
-                if not accelerator.sync_gradients:
-                    continue
+            steps = train(job, accelerator, (net, opt, sched, loss_fn), batches, batch_in_epoch, batches_per_epoch)
+            for batch_in_epoch in steps:     # the epoch's micro-batches so far, after each optimizer step
                 step += 1
                 stop = self.after_optimizer_step(job, accelerator, step, model)
                 self._after_step(job, accelerator, step, epoch, batch_in_epoch, batches_per_epoch,
@@ -366,6 +383,55 @@ class AccelerateAdapter(WrapperAdapter):
             else:
                 epoch, batch_in_epoch = epoch + 1, 0
         self._finish(accelerator, step)
+
+    def _accumulated(self, job: TrainJob, accelerator, prepared: tuple, batches, batch_in_epoch: int,
+                     batches_per_epoch: int):
+        """The rest of one epoch in `accelerator.accumulate` windows (the accumulation guide's finished code);
+        yields the epoch's micro-batch count after each optimizer step."""
+        net, opt, sched, loss_fn = prepared
+        for x, y in batches:
+            with accelerator.accumulate(net):
+                with accelerator.autocast():
+                    loss = self.training_loss(net, loss_fn, x, y)
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and job.grad_clip is not None:
+                    accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                if accelerator.sync_gradients:
+                    sched.step()
+            batch_in_epoch += 1
+            if accelerator.sync_gradients:
+                yield batch_in_epoch
+
+    def _token_windows(self, job: TrainJob, accelerator, prepared: tuple, batches, batch_in_epoch: int,
+                       batches_per_epoch: int):
+        """The rest of one epoch of a token task as the accumulation guide's "Gradient accumulation on training
+        samples of variable size" skeleton writes it: the window's micro-batches fetched first (the epoch's last window
+        shorter), their target tokens summed over the ranks, each loss x its tokens x gradient_accumulation_steps x
+        num_processes / the window's tokens (accelerator.backward divides by gradient_accumulation_steps, DDP averages
+        the ranks), DDP's no_sync on all but the window's last backward, one optimizer step per window; yields the
+        epoch's micro-batch count after each optimizer step. Outside `accelerator.accumulate` the prepared optimizer
+        steps on every call (sync_gradients stays True)."""
+        net, opt, sched, loss_fn = prepared
+        batches = iter(batches)
+        while batch_in_epoch < batches_per_epoch:
+            window = [next(batches) for _ in range(min(job.grad_accum, batches_per_epoch - batch_in_epoch))]
+            weights = job.token_weights([y for _, y in window])   # tokens x world size / the window's on all ranks
+            for i, (x, y) in enumerate(window):
+                last = i == len(window) - 1 or accelerator.num_processes == 1
+                with contextlib.nullcontext() if last else accelerator.no_sync(net):
+                    with accelerator.autocast():
+                        loss = self.training_loss(net, loss_fn, x, y)
+                    accelerator.backward(loss * weights[i] * accelerator.gradient_accumulation_steps)
+            if job.grad_clip is not None:
+                accelerator.clip_grad_norm_(net.parameters(), job.grad_clip)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            sched.step()
+            batch_in_epoch += len(window)
+            yield batch_in_epoch
+        next(batches, None)   # the prepared loader's end of epoch, where it updates Accelerate's gradient state
 
     # ------------------------------------------------------------------ defaults
     def _fit_defaults(self, job: TrainJob) -> None:
@@ -560,7 +626,8 @@ class AccelerateAdapter(WrapperAdapter):
             "checkpoint_loading": "load_state: safetensors for the model, torch.load(weights_only=True) for "
                                   "optimizer/scheduler/scaler/RNG; the position file is JSON",
         }
-        self.record_deviations("window.short_underscaled", "precision.fp32_outputs", *state_deviations(accelerator))
+        self.record_deviations(*normalization_deviations(job, self.mode), "precision.fp32_outputs",
+                               *state_deviations(accelerator))
         if explicit is None:
             report["accelerator_arguments"] = defaults_arguments(job)
             joined = accelerator.num_processes == job.world_size

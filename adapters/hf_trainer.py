@@ -74,7 +74,12 @@ Modes
     sampler, its sharded, padded evaluation loader with `per_device_eval_batch_size=8`, `report_to="none"`
     (5.24's default), DDP with `find_unused_parameters=True` (its default for a plain `nn.Module`), pinned
     memory, tqdm. What the page writes and evalkit replaces (model, data, `gradient_checkpointing`,
-    `load_best_model_at_end`, the hub) is listed once, in `departures`.
+    `load_best_model_at_end`, the hub) is listed once, in `departures`;
+  * on a token task the model is `CausalLMTaskModule`, whose forward takes `**kwargs` as the page's causal LM's
+    does: a Trainer of 4.46 or later sees `model_accepts_loss_kwargs`, passes it the window's target tokens
+    (`num_items_in_batch`, summed over the ranks: `average_tokens_across_devices` defaults to True) and does not
+    divide by the accumulation count, as for the page's model (transformers' `ForCausalLMLoss` divides the summed
+    token losses by that count); an older Trainer passes none and averages micro-batch means (`loss_norm`).
 
 Known differences that no documented option removes: `DEVIATIONS` below, one line each with its code, reported in
 the effective config's `deviations` (with Accelerate's process state, `STATE_DEVIATIONS`, where it applies).
@@ -214,6 +219,32 @@ class TokenWindowLoss:
         return loss * self.loss_terms(labels) / num_items_in_batch
 
 
+class CausalLMTaskModule(TaskModule):
+    """Defaults mode on a token task: `TaskModule` taking the loss keyword arguments the quick start's
+    `AutoModelForCausalLM` takes (its forward's `**kwargs`), so the Trainer treats it as it treats that model
+    (`model_accepts_loss_kwargs`, transformers 4.46 and later): given `num_items_in_batch`, its summed token losses
+    over that count, as transformers' `ForCausalLMLoss` divides; without one, its token mean."""
+
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, loss_terms):
+        super().__init__(model, loss_fn)
+        self.token_loss = TokenWindowLoss(loss_fn, loss_terms)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None, **kwargs) -> dict[str, torch.Tensor]:
+        out = {"logits": self.model(x)}
+        if labels is not None:
+            out["loss"] = self.token_loss(out, labels, kwargs.get("num_items_in_batch"))
+        return out
+
+
+def task_module(job: TrainJob, mode: str) -> TaskModule:
+    """The model the Trainer is given: in defaults mode on a token task one that takes loss keyword arguments as the
+    quick start's causal LM does; otherwise evalkit's model and loss alone."""
+    model = job.task.model.to(job.device)
+    if mode == "defaults" and job.task.loss_terms is not None:
+        return CausalLMTaskModule(model, job.task.loss_fn, job.task.loss_terms)
+    return TaskModule(model, job.task.loss_fn)
+
+
 @functools.lru_cache(maxsize=1)
 def takes_compute_loss_func() -> bool:
     """Whether the installed Trainer takes `compute_loss_func` (transformers 4.46 and later, with the
@@ -351,7 +382,9 @@ class HFTrainerAdapter(WrapperAdapter):
     )
     departures = (
         Departure("AutoModelForCausalLM.from_pretrained(model_name, dtype='auto') -> TaskModule(evalkit's task "
-                  "model, evalkit's loss module), returning {'loss', 'logits'} when given labels",
+                  "model, evalkit's loss module), returning {'loss', 'logits'} when given labels; on a token task "
+                  "its forward takes **kwargs as the causal LM's does and divides its summed token losses by the "
+                  "num_items_in_batch the Trainer passes (ForCausalLMLoss's normalization; CausalLMTaskModule)",
                   "evalkit builds, seeds and hooks the model and its loss module, the same for every adapter",
                   "model"),
         Departure("load_dataset(...).map(tokenize), train_test_split, processing_class=tokenizer and "
@@ -460,10 +493,9 @@ class HFTrainerAdapter(WrapperAdapter):
         args = TrainingArguments(**taken)
         if left_out:
             self._effective["arguments_not_in_this_version"] = left_out
-        model = job.task.model.to(job.device)
-        wrapper = TaskModule(model, job.task.loss_fn)
+        wrapper = task_module(job, self.mode)
         if self.mode == "aligned":
-            optimizer = job.make_optimizer(model.parameters())
+            optimizer = job.make_optimizer(wrapper.model.parameters())
             own = {"optimizers": (optimizer, job.make_scheduler(optimizer))}
             if self._token_window(job):
                 own["compute_loss_func"] = TokenWindowLoss(job.task.loss_fn, job.task.loss_terms)

@@ -17,7 +17,8 @@ Modes
     `epoch_length` = windows per epoch, `max_iters = max_steps`; validation and checkpoint cadence are
     `Events.ITERATION_COMPLETED(event_filter=...)` on the optimizer-step count;
   * the update function (Ignite's documented way to customise training) follows the baseline: autocast
-    per `job.precision`, each micro-batch loss divided by the window's actual size, DDP `no_sync` on all
+    per `job.precision`, each micro-batch loss divided by the window's actual size (on a token task weighted by its
+    target tokens over the window's on all ranks: the window is already fetched), DDP `no_sync` on all
     but the last micro-batch, `GradScaler` (torch defaults; fp16 on CPU works with torch.amp, so it is
     run, not refused), unscale then clip the global L2 norm, step, `zero_grad(set_to_none=True)`;
   * scheduler: evalkit's torch scheduler stepped by an `ITERATION_COMPLETED` handler (once per optimizer
@@ -274,13 +275,15 @@ class IgniteAdapter(WrapperAdapter):
         def update(engine: Engine, window: list) -> torch.Tensor:
             net.train()
             size = len(window)
+            weights = job.token_weights([y for _, y in window])    # a token task: its window's token mean
             total = torch.zeros((), device=device)
             for i, (x, y) in enumerate(window):
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 sync = nullcontext() if i == size - 1 or not job.distributed else net.no_sync()
                 with sync:
                     with job.precision.autocast(device):
-                        loss = loss_fn(net(x), y) / size
+                        loss = loss_fn(net(x), y)
+                        loss = loss / size if weights is None else loss * weights[i]
                     scaler.scale(loss).backward()
                 total += loss.detach()
             if job.grad_clip is not None:
@@ -329,7 +332,8 @@ class IgniteAdapter(WrapperAdapter):
             "engine_iteration": "one optimizer step (a window of grad_accum micro-batches, shorter at epoch end)",
             **run_arguments,
             "data": "evalkit's per-rank order via job.train_loader(epoch, start_batch), grouped into windows",
-            "loss_division": "by the window's actual size", "ddp_no_sync": "all but the window's last micro-batch",
+            "loss_division": ("by the window's actual size" if job.task.loss_terms is None else "each loss x its "
+                              "target tokens x world size / the window's tokens on all ranks"), "ddp_no_sync": "all but the window's last micro-batch",
             "grad_scaler": scaler_settings,
             "clipping": "scaler.unscale_ then clip_grad_norm_(global L2) before the optimizer step",
             "autocast": job.precision.name, "scheduler": "torch scheduler.step() on ITERATION_COMPLETED, first handler",

@@ -18,7 +18,11 @@ Modes
     start_batch)`), one Poutyne epoch per evalkit epoch, `batches_per_step=grad_accum`. Poutyne's windows restart
     at each epoch and the epoch's shorter last window gets its own optimizer step, as the baseline's do; Poutyne
     divides the window's summed `loss * batch size` gradient by its samples, which is the baseline's division by
-    the window's size since evalkit's micro-batches all have one size (drop_last);
+    the window's size since evalkit's micro-batches all have one size (drop_last). On a token task each
+    micro-batch is handed as `({'inputs': x, 'batch_size': its target tokens}, {'targets': y})`: Poutyne's
+    `get_batch_size` reads a dict's `'batch_size'`, so `batches_per_step` weighs each micro-batch's loss by its
+    tokens and divides by the window's, the baseline's token mean over the window (the network and the loss
+    function Poutyne calls take the inputs and targets out of the dicts);
   * steps: Poutyne reads `model.stop_training` only after an epoch, so `_Batches` ends its epoch at the next window
     boundary once the flag is set; the adapter sets it at `max_steps`, and a callback that sets it stops training
     after the step it was set in, as the baseline's `after_optimizer_step` does;
@@ -130,6 +134,9 @@ ALIGNS = {
     "clip": "clip_grad_norm_ in a torch optimizer step pre-hook (ClipNorm clips in on_backward_end, before Poutyne "
             "divides the accumulated gradient)",
     "precision": "the network and loss function called under torch.autocast (Poutyne has no precision option)",
+    "loss_norm": "batches handed as ({'inputs': x, 'batch_size': its target tokens}, {'targets': y}): "
+                 "batches_per_step weighs each micro-batch's loss by the batch size get_batch_size infers (a dict's "
+                 "'batch_size') and divides the window's gradient by their sum, the token mean over the window",
 }
 DEVIATIONS = (   # all of defaults mode: what the quick start does differently
     Deviation("steps.extra", "defaults: Poutyne bounds a run in epochs and stops only at an epoch's end: fit trains "
@@ -145,6 +152,9 @@ DEVIATIONS = (   # all of defaults mode: what the quick start does differently
               "steps"),
     Deviation("loss.per_sample_mean", "defaults: batches_per_step divides the window's summed loss * batch size "
               "gradient by its samples: the epoch's incomplete last batch weighs by its size in its window"),
+    Deviation("loss_norm", "defaults: a task whose samples hold different numbers of loss terms (tokens): "
+              "batches_per_step weighs each micro-batch's mean loss by its samples (get_batch_size), a mean of "
+              "micro-batch means (baseline: the token mean over the window)"),
     Deviation("clip.per_micro_batch", "defaults: ClipNorm clips in on_backward_end, after every micro-batch: the "
               "running sum of loss * batch size gradients, before Poutyne divides it by the window's samples"),
     Deviation("precision.mismatch", "defaults: Poutyne has no precision option (no autocast, no GradScaler): a "
@@ -187,6 +197,7 @@ def defaults_deviations(job: TrainJob, epochs: int, per_epoch: int) -> list[str]
     partial = len(job.task.train_set) % job.batch_size != 0
     applies = {"steps.extra": epochs * per_epoch > job.max_steps, "batch.partial": partial,
                "loss.per_sample_mean": job.grad_accum > 1 and partial,
+               "loss_norm": job.grad_accum > 1 and job.task.loss_terms is not None,
                "clip.per_micro_batch": job.grad_accum > 1 and job.grad_clip is not None,
                "precision.mismatch": job.precision.autocast_dtype is not None}
     return [d.code for d in DEVIATIONS if applies.get(d.code, True)]
@@ -219,6 +230,32 @@ class _Autocast(torch.nn.Module):
             return self.model(*x)
 
 
+class _TokenInputs(torch.nn.Module):
+    """The network Poutyne calls on a token task: evalkit's model on the inputs of a `_token_batch` (and on plain
+    tensors, as validation hands them)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x["inputs"] if isinstance(x, dict) else x)
+
+
+def _token_batch(job: TrainJob, x: torch.Tensor, y: torch.Tensor) -> tuple[dict, dict]:
+    """A token task's micro-batch as Poutyne's batch-size inference reads it: no tensor at the top of either side,
+    so `get_batch_size` takes the inputs' `'batch_size'`, the batch's target tokens. `batches_per_step` then weighs
+    each micro-batch's loss by its tokens and divides the window's gradient by the window's tokens."""
+    return {"inputs": x, "batch_size": job.task.loss_terms(y)}, {"targets": y}
+
+
+def _on_targets(loss: Callable) -> Callable:
+    """The loss function Poutyne calls on a token task: the task's loss on the targets of a `_token_batch`."""
+    def loss_on_targets(y_pred, y):
+        return loss(y_pred, y["targets"] if isinstance(y, dict) else y)
+    return loss_on_targets
+
+
 def _under_autocast(loss: Callable, job: TrainJob) -> Callable:
     """The loss function Poutyne calls, under autocast when the run is mixed precision (as the baseline's)."""
     if job.precision.autocast_dtype is None:
@@ -233,6 +270,7 @@ def _under_autocast(loss: Callable, job: TrainJob) -> Callable:
 class _Batches:
     """The training generator: each `iter()` walks one epoch of this rank's micro-batches in evalkit's order (from
     `start_batch` the first time) and ends early, where a window would start, once `model.stop_training` is set.
+    On a token task each micro-batch is a `_token_batch`.
     No `__len__`: with one, fit_generator cycles the iterator to that many batches. `epoch` and `position` say where
     the batches handed out so far end."""
 
@@ -254,7 +292,8 @@ class _Batches:
             if self.position % self.job.grad_accum == 0 and self.model.stop_training:
                 return
             self.position += 1
-            yield next(batches)
+            x, y = next(batches)
+            yield (x, y) if self.job.task.loss_terms is None else _token_batch(self.job, x, y)
 
     def at_window_end(self) -> bool:
         return self.position % self.job.grad_accum == 0
@@ -359,7 +398,10 @@ class PoutyneAdapter(WrapperAdapter):
         from poutyne import Model
 
         model = job.task.model.to(job.device)
-        network = _Autocast(model, job) if job.precision.autocast_dtype is not None else model
+        tokens = job.task.loss_terms is not None
+        network = _TokenInputs(model) if tokens else model
+        network = _Autocast(network, job) if job.precision.autocast_dtype is not None else network
+        loss_function = _on_targets(self.loss_function(job)) if tokens else self.loss_function(job)
         optimizer = job.make_optimizer(model.parameters())
         scheduler = job.make_scheduler(optimizer)
         if job.grad_clip is not None:
@@ -368,7 +410,7 @@ class PoutyneAdapter(WrapperAdapter):
             def clip(opt, args, kwargs) -> None:     # after Poutyne divided the window's gradient, before the step
                 torch.nn.utils.clip_grad_norm_(params, max_norm)
             optimizer.register_step_pre_hook(clip)
-        pmodel = Model(network, optimizer, _under_autocast(self.loss_function(job), job), device=job.device)
+        pmodel = Model(network, optimizer, _under_autocast(loss_function, job), device=job.device)
         step, epoch, batch = self._load(job, pmodel, scheduler) if job.resume_from else (0, 0, 0)
 
         data = _Batches(job, pmodel, epoch, batch)
@@ -390,8 +432,11 @@ class PoutyneAdapter(WrapperAdapter):
                      f"loss_function, device={job.device})",
             "fit_generator": {**arguments, "train_generator": "evalkit's per-rank micro-batches of one epoch per "
                               "iter(), ending once model.stop_training is set", "valid_generator": None},
-            "loss_division": "Poutyne's: the window's summed loss * batch size gradient over its samples (every "
-                             "micro-batch has batch_size samples)",
+            "loss_division": ("Poutyne's: the window's summed loss * batch size gradient over its batch sizes, "
+                              "each micro-batch's batch size its target tokens (({'inputs': x, 'batch_size': "
+                              "tokens}, {'targets': y}), read by get_batch_size)" if tokens else
+                              "Poutyne's: the window's summed loss * batch size gradient over its samples (every "
+                              "micro-batch has batch_size samples)"),
             "scheduler": "evalkit's torch scheduler, step() by the first callback after every optimizer step",
             "clipping": "clip_grad_norm_ (global L2) in an optimizer step pre-hook"
                         if job.grad_clip is not None else None,

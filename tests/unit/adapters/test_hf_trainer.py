@@ -59,3 +59,36 @@ def test_an_argument_an_older_trainingarguments_lacks_is_left_out_only_when_it_a
     assert taken == {"max_steps": 3} and left_out == ["planted_count", "planted_feature"]
     with pytest.raises(UnsupportedCombination, match="has no planted_feature, which this run needs set"):
         hf_trainer.version_arguments({"max_steps": 3, "planted_feature": True})
+
+
+def test_the_quick_starts_model_on_a_token_task_takes_the_loss_kwargs_a_causal_lm_takes():
+    """Defaults mode stands evalkit's model in for the page's AutoModelForCausalLM: on a token task its forward takes
+    **kwargs (what the Trainer inspects for model_accepts_loss_kwargs) and divides its summed token losses by the
+    num_items_in_batch it is passed, as ForCausalLMLoss does; aligned mode and fixed-terms tasks keep the plain
+    module (the Trainer then divides by the accumulation count)."""
+    import inspect
+
+    from evalkit.tasks.catalog import TokenLoss
+
+    g = torch.Generator().manual_seed(1)
+    model = torch.nn.Linear(3, 7)
+    x, targets = torch.randn(4, 5, 3, generator=g), torch.randint(0, 7, (4, 5), generator=g)
+    targets[0, 2:] = IGNORE_INDEX
+    targets[3, 1:] = IGNORE_INDEX
+
+    def job(loss_terms):
+        return SimpleNamespace(task=SimpleNamespace(model=model, loss_fn=TokenLoss(), loss_terms=loss_terms),
+                               device=torch.device("cpu"))
+
+    def takes_kwargs(module) -> bool:
+        parameters = inspect.signature(module.forward).parameters.values()
+        return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+    quick = hf_trainer.task_module(job(count_tokens), "defaults")
+    assert takes_kwargs(quick)
+    assert not takes_kwargs(hf_trainer.task_module(job(count_tokens), "aligned"))
+    assert not takes_kwargs(hf_trainer.task_module(job(None), "defaults"))
+    window = torch.tensor(count_tokens(targets))
+    summed = sum(quick(x[i:i + 2], targets[i:i + 2], num_items_in_batch=window)["loss"] for i in (0, 2))
+    assert torch.allclose(summed, TokenLoss()(model(x), targets))                    # the window's token mean
+    assert torch.equal(quick(x, targets)["loss"], TokenLoss()(model(x), targets))    # no count: its own mean
