@@ -62,7 +62,9 @@ def test_the_clipped_job_waits_for_the_unclipped_one_and_clips_where_the_oracle_
     cfg = compose("probe=semantics", "seed=3")
     probe = load_probe("semantics")
     first, notes = probe.plan(cfg, {})
-    assert [j.name for j in first] == ["ws1-noclip", "ws2-noclip", "ws1-adamw", "ws1-shortepoch"] and notes == []
+    assert [j.name for j in first] == ["ws1-noclip", "ws2-noclip", "ws1-adamw", "ws1-shortepoch",
+                                       "ws1-tokens"] and notes == []
+    assert (first[4].overrides["task"], first[4].overrides["seed"]) == ("tiny_lm", 7)
     assert (first[2].overrides["train.optimizer"], first[2].overrides["seed"]) == ("adamw", 5)   # waits for nothing
     # an epoch of exactly 2 micro-batches, shorter than the window of 3; SGD, another seed
     short = first[3].overrides
@@ -85,7 +87,8 @@ def test_no_clipped_job_when_the_unclipped_one_gave_no_gradient(compose, monkeyp
     probe = load_probe("semantics")
     jobs, notes = probe.plan(cfg, {"ws1-noclip": JobEvidence("ws1-noclip", "r", "FAILED", {}),
                                    "ws1-adamw": JobEvidence("ws1-adamw", "r", "FINISHED", {}),
-                                   "ws1-shortepoch": JobEvidence("ws1-shortepoch", "r", "FINISHED", {})})
+                                   "ws1-shortepoch": JobEvidence("ws1-shortepoch", "r", "FINISHED", {}),
+                                   "ws1-tokens": JobEvidence("ws1-tokens", "r", "FINISHED", {})})
     assert jobs == [] and notes == ["ws1-clip not run: ws1-noclip recorded no gradient to choose a clipping norm from"]
 
 

@@ -36,7 +36,7 @@ class SemanticsProbeConfig(ProbeConfig):
         return problems
 
 
-PRESETS = {   # per world size 1, 2: no clip, clip; AdamW; short epoch
-    "quick": ProbePlan([], jobs_per_run=6, job_s=0.64),
-    "thorough": ProbePlan([], jobs_per_run=6, job_s=0.64),
+PRESETS = {   # per world size 1, 2: no clip, clip; AdamW; short epoch; tokens
+    "quick": ProbePlan([], jobs_per_run=7, job_s=0.64),
+    "thorough": ProbePlan([], jobs_per_run=7, job_s=0.64),
 }
