@@ -333,7 +333,8 @@ class IgniteAdapter(WrapperAdapter):
             **run_arguments,
             "data": "evalkit's per-rank order via job.train_loader(epoch, start_batch), grouped into windows",
             "loss_division": ("by the window's actual size" if job.task.loss_terms is None else "each loss x its "
-                              "target tokens x world size / the window's tokens on all ranks"), "ddp_no_sync": "all but the window's last micro-batch",
+                              "target tokens x world size / the window's tokens on all ranks"),
+            "ddp_no_sync": "all but the window's last micro-batch",
             "grad_scaler": scaler_settings,
             "clipping": "scaler.unscale_ then clip_grad_norm_(global L2) before the optimizer step",
             "autocast": job.precision.name, "scheduler": "torch scheduler.step() on ITERATION_COMPLETED, first handler",

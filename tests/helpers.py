@@ -326,13 +326,18 @@ SGD_ONLY = "probe.optimizers=[sgd]"
 # carried windows' (shown there on every step); window.short_dropped and window.short_merged never step there (each
 # waits for a window of 3 that never comes) and would only run into the job's time limit.
 NO_SHORT = "probe.short_epoch=false"
+# The token caliber's job runs with the correct loop's recording only: its normalizations are planted and judged in
+# tests/unit/probes/semantics/test_normalization_tokens.py, and the other families were recorded without it.
+NO_TOKENS = "probe.tokens=false"
 SEMANTICS_WINDOWS = {"window.short_carried": ("window.short_carried", 4)}
-SEMANTICS_SETTINGS = [(SEMANTICS_WS1, ["probe.world_sizes=[1]", "probe.clip=[false]", SGD_ONLY, NO_SHORT]),
-                      (SEMANTICS_WINDOWS, ["probe.world_sizes=[1]", "probe.clip=[false]", SGD_ONLY]),
-                      (SEMANTICS_WS1_BOTH_JOBS, ["probe.world_sizes=[1]", SGD_ONLY, NO_SHORT]),
-                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]", SGD_ONLY, NO_SHORT]),
-                      (SEMANTICS_OPTIMIZER, ["probe.world_sizes=[1]", "probe.clip=[false]", NO_SHORT]),
-                      (SEMANTICS_INCONCLUSIVE, ["probe.world_sizes=[1]", SILENT_LOOP, SGD_ONLY, NO_SHORT])]
+SEMANTICS_SETTINGS = [(SEMANTICS_WS1, ["probe.world_sizes=[1]", "probe.clip=[false]", SGD_ONLY, NO_SHORT,
+                                       NO_TOKENS]),
+                      (SEMANTICS_WINDOWS, ["probe.world_sizes=[1]", "probe.clip=[false]", SGD_ONLY, NO_TOKENS]),
+                      (SEMANTICS_WS1_BOTH_JOBS, ["probe.world_sizes=[1]", SGD_ONLY, NO_SHORT, NO_TOKENS]),
+                      (SEMANTICS_WS2, ["probe.world_sizes=[2]", "probe.clip=[false]", SGD_ONLY, NO_SHORT, NO_TOKENS]),
+                      (SEMANTICS_OPTIMIZER, ["probe.world_sizes=[1]", "probe.clip=[false]", NO_SHORT, NO_TOKENS]),
+                      (SEMANTICS_INCONCLUSIVE, ["probe.world_sizes=[1]", SILENT_LOOP, SGD_ONLY, NO_SHORT,
+                                                NO_TOKENS])]
 SEMANTICS_PLANTED = {v: expected for group, _ in SEMANTICS_SETTINGS if group is not SEMANTICS_INCONCLUSIVE
                      for v, expected in group.items()}
 RECORDED_SEMANTICS = FIXTURES / "semantics" / "planted"    # <variant>.json.gz, and none.json.gz (the correct loop)

@@ -81,7 +81,8 @@ def test_aligned_shows_only_what_its_adapter_declares_not_alignable(results, wra
         assert finding["declared"], f"{finding['code']} is not one of the adapter's DEVIATIONS: {finding['title']}"
         assert any(d.explains(finding["code"]) and d.text == finding["declared"]
                    for d in results["deviations"][wrapper, "aligned"]), finding
-        assert finding["first_step"] == 4 or finding["code"] == "val.cadence"   # the first short window
+        # the first short window; a token mean (Lightning's, declared) differs from the token job's first step
+        assert finding["first_step"] == 4 or finding["code"] in ("val.cadence", "loss_norm.micro_mean")
     assert run.data.metrics[names.probe_pass("semantics")] == (0.0 if found else 1.0)
     assert not result["inconclusive"] and result["figures"]["evidence_gaps"] == 0, result["notes"][:2]
 
