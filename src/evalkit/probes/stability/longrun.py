@@ -9,8 +9,12 @@ compared with the baseline's, measured beside it:
 - leak (fail): the wrapper's lower bound exceeds `LEAK_RATIO` times the baseline's upper bound AND exceeds that
   upper bound by more than the floor `probe.leak_kb_per_1k_steps` (allocator noise; what decides when the
   baseline's own slope is near zero, as the CUDA allocator's is);
-- no leak (pass): the wrapper's upper bound is within max(`LEAK_RATIO` x the baseline's slope, the baseline's
-  slope + the floor) (the baseline's estimate, not its upper bound: a pass needs the wrapper's interval to fit);
+- no leak (pass): the wrapper's upper bound is within the baseline's slope + the floor (the baseline's estimate,
+  not its upper bound: a pass needs the wrapper's interval to fit). Not within `LEAK_RATIO` x the baseline's slope:
+  where the baseline grows 0.43 KiB a step, twice it let a leak of 0.55 KiB a step (twice the floor) pass in 11.5 %
+  of 200 synthetic pairs at 300 steps, and in 3 % at 3,000 steps once the two processes' allocators differ by
+  +-15 % (35 % at +-50 %); the floor alone passes it in none (0.5 % and 4 % at +-50 %), at the cost of an identical
+  wrapper's 300-step pass rate (90 % -> 72 %, the rest inconclusive, never a fail);
 - otherwise inconclusive (not exercised): the intervals are too wide to tell; a longer run (`probe.long_steps`)
   narrows them.
 Logs (the bytes of the wrapper's log files and console output) by the same rule, the floor
@@ -27,10 +31,11 @@ from scipy import stats
 from evalkit.probes.evidence import JobEvidence
 
 WARMUP_FRACTION = 0.1
-# LEAK_RATIO = 2, calibrated on 200 synthetic pairs of RSS series (the baseline's measured slopes, 0.18 and 0.43 KiB a
-# step, plus 64 KiB Gaussian noise and 16 KiB page jumps a sample, 100 samples; test_judge.py::test_the_leak_rule_*):
-# 3,000 steps: the baseline's slope passes >= 95 %, 4x it fails >= 90 %; 300 steps: the baseline's slope never
-# fails (70 to 85 % pass, the rest inconclusive), 4x 0.43 fails >= 90 %, 4x never passes.
+# LEAK_RATIO = 2 (the fail rule only), calibrated on 200 synthetic pairs of RSS series (the baseline's measured slopes,
+# 0.18 and 0.43 KiB a step, plus 64 KiB Gaussian noise and 16 KiB page jumps a sample, 100 samples, the two processes'
+# allocators up to +-15 % apart; test_judge.py::test_the_leak_rule_*): 3,000 steps: the baseline's slope passes
+# >= 95 %, 4x it fails >= 90 %; 300 steps: the baseline's slope never fails (about 72 % pass, the rest inconclusive),
+# 4x 0.43 fails >= 90 %, 4x never passes; a leak of twice the floor never passes.
 LEAK_RATIO = 2.0
 PASS, FAIL, UNDECIDED = "pass", "fail", "not exercised"
 
@@ -64,7 +69,7 @@ def against_baseline(wrapper: Slope, baseline: Slope, floor: float) -> str:
     high, estimate = max(baseline.high, 0.0), max(baseline.per_1k, 0.0)
     if wrapper.low > LEAK_RATIO * high and wrapper.low - high > floor:
         return FAIL
-    if wrapper.high <= max(LEAK_RATIO * estimate, estimate + floor):
+    if wrapper.high <= estimate + floor:
         return PASS
     return UNDECIDED
 
