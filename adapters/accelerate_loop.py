@@ -6,14 +6,14 @@ dataloader)`, `with accelerator.accumulate(model)`, `accelerator.backward(loss)`
 prepared optimizer (which only really steps at the end of an accumulation window), and
 `accelerator.save_state` / `accelerator.load_state` for checkpoints. Nothing of Accelerate is monkeypatched.
 
-Processes: evalkit's launcher starts the ranks with torch elastic variables and Accelerate never spawns processes.
-In aligned mode `Accelerator(cpu=True)` on CPU (gloo) or the default on CUDA (NCCL) joins the process group from
-them. Note that on CPU the launcher's `LOCAL_RANK` then makes Accelerate choose `DistributedType.MULTI_CPU` even for
-one process, so the model is wrapped in a one-process DDP at world size 1 (recorded in the effective config).
-The quick start's `Accelerator()` (defaults mode) joins them on CUDA only: on CPU, Accelerate 1.16 takes the torch
-elastic variables as distributed only with `cpu=True` or `ACCELERATE_USE_CPU=true` (what `accelerate launch --cpu`
-sets; `PartialState._prepare_backend`), so every rank runs as a process of its own (`DistributedType.NO`, one
-process, no process group): each rank trains on all the data and no gradient is averaged across ranks.
+Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): `accelerate launch` with the config
+`accelerate config` writes for the machine, so every rank gets its launcher's variables (ACCELERATE_USE_CPU=True on
+CPU, ACCELERATE_MIXED_PRECISION, ...); several CPU ranks are its MULTI_CPU config's mpirun (Intel MPI's rank
+variables), several CUDA ranks `--multi_gpu` (torchrun's). At one rank Accelerate trains one process
+(`DistributedType.NO`, no process group, no DDP wrap); at several both modes join the ranks (MULTI_CPU / MULTI_GPU).
+Named the other way (`trainer.launch.many=torchrun`: a torchrun user who left out `--cpu`), the quick start's
+`Accelerator()` stays one process per rank on CPU (`ddp` below); `trainer.launch.one=torchrun` gives the one-process
+DDP (`process.one_process_ddp`).
 
 Modes
 - `aligned`: every Accelerate knob that touches the baseline's semantics is set explicitly (listed under
@@ -191,7 +191,9 @@ def aligned_settings(job: TrainJob) -> dict[str, Any]:
         "ddp_kwargs": {"dim": 0, "broadcast_buffers": True, "bucket_cap_mb": 25,
                        "find_unused_parameters": False, "check_reduction": False,
                        "gradient_as_bucket_view": False, "static_graph": False},
-        "init_process_group_kwargs": {"backend": "gloo" if cpu else "nccl"},
+        # one process: no process group, as the baseline (Accelerate 1.16 with a backend and no launcher variables
+        # asks torch.distributed for a world size no group has: ValueError)
+        **({"init_process_group_kwargs": {"backend": "gloo" if cpu else "nccl"}} if job.world_size > 1 else {}),
         "grad_scaler_kwargs": {"init_scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5,
                                "growth_interval": 2000, "enabled": True},
         "project_config": {"project_dir": job.ckpt_dir, "automatic_checkpoint_naming": False, "total_limit": None},
@@ -215,14 +217,15 @@ def accelerator_arguments(settings: dict[str, Any]) -> dict[str, Any]:
                 "grad_scaler_kwargs": GradScalerKwargs}
     arguments = {key: configurations[key](**value) if key in configurations else value
                  for key, value in settings.items() if key not in handlers}
-    arguments["kwargs_handlers"] = [cls(**settings[key]) for key, cls in handlers.items()]
+    arguments["kwargs_handlers"] = [cls(**settings[key]) for key, cls in handlers.items() if key in settings]
     return arguments
 
 
 STATE_DEVIATIONS = (
-    Deviation("process.one_process_ddp", "CPU with torch elastic variables: Accelerate reports MULTI_CPU for one "
-              "process, so the model is wrapped in a one-process DDP"),
-    Deviation("process.one_process_nccl", "CUDA with torch elastic variables: Accelerate reports MULTI_GPU for one "
+    Deviation("process.one_process_ddp", "one process under torchrun on CPU (trainer.launch.one=torchrun, not "
+              "`accelerate launch`): Accelerate reports MULTI_CPU for one process, so the model is wrapped in a "
+              "one-process DDP"),
+    Deviation("process.one_process_nccl", "one process under torchrun on CUDA: Accelerate reports MULTI_GPU for one "
               "process and starts a one-process NCCL group (barriers and gathers through NCCL; no DDP wrap); "
               "NCCL's buffers show in NVML's reading, not in the allocator's peak"),
     Deviation("threads.changed", "MULTI_CPU without OMP_NUM_THREADS: Accelerate sets torch's thread count to "
@@ -237,7 +240,8 @@ DEVIATIONS = (
               "observed precision is unaffected)"),
     *STATE_DEVIATIONS,
     # defaults mode: what the quick start does differently, as the job ran it
-    Deviation("ddp", "defaults: Accelerator() did not join the ranks evalkit launched (see distributed_type, "
+    Deviation("ddp", "defaults, under torchrun without `--cpu` (trainer.launch.many=torchrun, not the documented "
+              "`accelerate launch`): Accelerator() did not join the ranks (see distributed_type, "
               "num_processes): each rank trains on all the data and no gradient is averaged across ranks (on CPU "
               "Accelerate joins torch elastic ranks only with cpu=True or ACCELERATE_USE_CPU=true, which "
               "`accelerate launch --cpu` sets)"),
@@ -268,7 +272,7 @@ DEFAULTS_DEVIATIONS = ("order.shuffled", "batch.partial", "micro.train_mode", "l
 
 
 def state_deviations(accelerator) -> list[str]:
-    """The codes of `STATE_DEVIATIONS` that Accelerate's process state shows under evalkit's launcher."""
+    """The codes of `STATE_DEVIATIONS` that Accelerate's process state shows under the job's launcher."""
     kind = accelerator.distributed_type.value
     one = accelerator.num_processes == 1
     return [code for code, applies in (

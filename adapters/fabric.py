@@ -8,8 +8,10 @@ plugin's GradScaler), gradient-sync control (`fabric.no_backward_sync`), clippin
 (`fabric.clip_gradients`, which unscales first) and checkpoints (`fabric.save` / `fabric.load`). No
 monkeypatching.
 
-Processes: evalkit's launcher starts the ranks with torch elastic variables; Fabric detects
-`TorchElasticEnvironment`, so `fabric.launch()` starts nothing and joins the process group.
+Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one rank is a plain `python train.py`; at
+several, `Fabric(devices=N)` + `fabric.launch()` under `python train.py`, where Lightning's launcher starts the other
+ranks. evalkit starts every rank with that launcher's variables (rank 0's included, the one departure), so
+`LightningEnvironment` sees processes created externally and `fabric.launch()` joins them, spawning nothing.
 
 Modes
 - `aligned`: the loop has the baseline's semantics exactly: windows of `grad_accum` micro-batches (the
@@ -254,7 +256,7 @@ class FabricAdapter(WrapperAdapter):
     def fit(self, job: TrainJob) -> None:
         self.should_stop = False     # set by a callback (fabric.call) to end training after the current step
         fabric, scaler, explicit = self._fabric(job)
-        fabric.launch()   # under torch elastic variables: joins the group, spawns nothing
+        fabric.launch()   # under its launcher's variables (LOCAL_RANK set): joins the ranks, spawns nothing
         raw_model = job.task.model
         optimizer = job.make_optimizer(raw_model.parameters())
         scheduler = job.make_scheduler(optimizer)

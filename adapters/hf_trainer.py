@@ -8,9 +8,11 @@ the Trainer is monkeypatched: the only customisation is `EvalkitTrainer`, which 
 Trainer documents for subclassing data loading (`get_train_dataloader`, `get_eval_dataloader`), and only in
 `aligned` mode (in `defaults` both defer to the Trainer's own).
 
-Processes: evalkit's launcher starts the ranks with torch elastic variables; `TrainingArguments` builds
-Accelerate's `PartialState` from them (with `use_cpu=True` on CPU, which is what makes a CPU run
-distributed at all) and the Trainer wraps the model in DDP. It never spawns processes.
+Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one rank is a plain `python train.py` (no
+launcher variable: one process, no DDP wrap); several CPU ranks are the CPU page's Intel MPI `mpirun` with
+MASTER_ADDR exported (torchrun on CUDA). `TrainingArguments` builds Accelerate's `PartialState` from the MPI
+variables (`use_cpu=True`, which is what makes a CPU run distributed at all) and the Trainer wraps the model in DDP.
+It never spawns processes.
 
 Modes
 - `aligned`: every `TrainingArguments` knob that touches the baseline's semantics is set explicitly
@@ -33,8 +35,8 @@ Modes
   * optimizer and scheduler: evalkit's, passed in as `optimizers=(optimizer, scheduler)`, the scheduler
     stepped by the Trainer once per optimizer step;
   * precision: `bf16` / `fp16`; fp16 on CPU (which the Trainer silently runs in fp32) is refused;
-  * DDP: `ddp_backend` gloo/NCCL, `ddp_find_unused_parameters=False` (the Trainer's default for a
-    non-`PreTrainedModel` is True), `ddp_broadcast_buffers=True`, `ddp_bucket_cap_mb=25`;
+  * DDP: `ddp_backend` gloo/NCCL at several ranks (none at one), `ddp_find_unused_parameters=False` (the
+    Trainer's default for a non-`PreTrainedModel` is True), `ddp_broadcast_buffers=True`, `ddp_bucket_cap_mb=25`;
   * seeding: `seed=job.seed` (the Trainer always calls `set_seed(seed)` in `__init__`; evalkit already
     seeded, so this re-seeds the global RNGs after the task was built: no effect on the data order,
     which is evalkit's, nor on these tasks, which draw no random numbers while training);
@@ -68,7 +70,7 @@ Modes
   * `max_grad_norm` only when the run sets `train.grad_clip`: without it the Trainer clips at its default 1.0;
   * `use_cpu=True` when evalkit's device is the CPU: the reference's argument for training on the CPU (the
     "Distributed CPUs" guide writes it as `--no_cuda`). Decision: a translation of `hardware=cpu`, not a
-    departure; without it the Trainer under a torch elastic launch on CPU stays non-distributed (parallel
+    departure; without it the Trainer under the page's mpirun (or torchrun) on CPU stays non-distributed (parallel
     mode NOT_PARALLEL, world size 1 on every rank: each rank trains on all the data, without gradient sync);
   * left to the Trainer: `seed=42` (so every evalkit seed gets the same data order), its seedable random
     sampler, its sharded, padded evaluation loader with `per_device_eval_batch_size=8`, `report_to="none"`
@@ -436,7 +438,10 @@ class HFTrainerAdapter(WrapperAdapter):
             "load_best_model_at_end": False, "restore_callback_states_from_checkpoint": False,
             "logging_strategy": "steps", "logging_steps": job.val_every or job.max_steps,
             "logging_first_step": False, "logging_nan_inf_filter": False, "disable_tqdm": True,
-            "ddp_backend": "gloo" if cpu else "nccl", "ddp_find_unused_parameters": False,
+            # one process: no backend (no process group, as the baseline: Accelerate 1.16 given a backend and no
+            # launcher variables asks torch.distributed for a world size no group has)
+            "ddp_backend": ("gloo" if cpu else "nccl") if job.world_size > 1 else None,
+            "ddp_find_unused_parameters": False,
             "ddp_broadcast_buffers": True, "ddp_bucket_cap_mb": 25, "ddp_static_graph": False,
             "torch_compile": False, "activation_checkpointing": False, "torch_empty_cache_steps": None,
             # No memory tracker (it resets CUDA peak stats and empties the cache), no cast of the model for eval.

@@ -5,9 +5,10 @@ and event filters, handlers (`Checkpoint`/`DiskSaver`, `LRScheduler`, metrics, a
 `ignite.distributed` (`idist.Parallel`, `auto_model`, `auto_optim`, `auto_dataloader`). Nothing of Ignite is
 monkeypatched.
 
-Processes: `idist.Parallel(backend)` run under evalkit's torch elastic variables joins the process group
-(gloo on CPU, NCCL on CUDA) and never spawns (no `nproc_per_node`). At world size 1 no backend is given,
-as the baseline initialises no process group for one process.
+Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one rank is a plain `python train.py`;
+several run under torchrun, where `idist.Parallel(backend)` joins the process group (gloo on CPU, NCCL on CUDA) and
+never spawns (no `nproc_per_node`: Parallel's "only initialize a processing group ... with tools like torchrun").
+At world size 1 no backend is given, as the baseline initialises no process group for one process.
 
 Modes
 - `aligned` (`explicit_settings` in the effective config):

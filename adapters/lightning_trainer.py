@@ -6,9 +6,11 @@ the loop. It never monkeypatches Lightning: everything below is set through docu
 callbacks, `LightningModule` hooks and the documented resumable-dataloader interface
 (`state_dict`/`load_state_dict` on the training DataLoader).
 
-Processes: evalkit's launcher starts the ranks with torch elastic variables; Lightning detects
-`TorchElasticEnvironment` and joins the process group instead of spawning (devices = world size,
-num_nodes = 1).
+Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one rank is a plain `python train.py`; at
+several, `Trainer(devices=N)` under `python train.py`, where Lightning's own launcher starts the other ranks. evalkit
+starts every rank itself with the variables that launcher gives them (MASTER_ADDR, MASTER_PORT, NODE_RANK,
+LOCAL_RANK, WORLD_SIZE; rank 0's included, the one departure), so Lightning's `LightningEnvironment` sees processes
+created externally and joins them instead of spawning (devices = world size, num_nodes = 1).
 
 Modes
 - `aligned`: every Trainer knob that affects the baseline's semantics is set explicitly (see

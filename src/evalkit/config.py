@@ -22,8 +22,20 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from evalkit import launchers
 from evalkit.probes.catalog import probe_names, probe_with, probe_yamls, stored_schemas
 from evalkit.tasks.schemas import BUNDLED, TaskConfig, ThirdPartyTask, fit_problems
+
+
+@dataclass
+class LaunchConfig:
+    """How the wrapper's documentation starts its processes (`evalkit.launchers`): its launcher at one rank, at
+    several, and at several on CUDA (null: `many`); `source`: the page that says so."""
+
+    one: str = "python"
+    many: str = "torchrun"
+    many_cuda: Optional[str] = None
+    source: str = ""
 
 
 @dataclass
@@ -38,6 +50,7 @@ class TrainerConfig:
     modules: list[str] = field(default_factory=list)
     # probe=customization: the adapter classes adding a custom loss ("loss") and a custom callback ("callback")
     customizations: dict[str, str] = field(default_factory=dict)
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
     # the environment (`evalkit-env create <requirement>`) whose interpreter runs the workers: the wrapper at the
     # version it pins; null: evalkit's own interpreter
     env: Optional[str] = None
@@ -299,7 +312,18 @@ def validate(cfg: DictConfig) -> list[str]:
     unknown, missing = unknown_keys(cfg), _missing_problems(cfg)
     task_fits = not missing and not any(u.startswith("task.") for u in unknown) and "task" in cfg
     return [*unknown, *missing, *_choice_problems(cfg), *_range_problems(cfg), *([identity] if identity else []),
-            *(fit_problems(cfg.task) if task_fits else []), *_probe_problems(cfg), *_node_problems(cfg)]
+            *(fit_problems(cfg.task) if task_fits else []), *_probe_problems(cfg), *_node_problems(cfg),
+            *_launch_problems(cfg)]
+
+
+def _launch_problems(cfg: DictConfig) -> list[str]:
+    """The trainer's launchers: known names, and one that starts several processes where the job has several."""
+    trainer, dist = cfg.get("trainer"), cfg.get("distributed")
+    if trainer is None or dist is None or not isinstance(dist.get("world_size"), int):
+        return []
+    launch = OmegaConf.to_container(trainer.get("launch") or {}, resolve=True)
+    found = launchers.problem(launch, dist.world_size)
+    return [found] if found else []
 
 
 def _probe_problems(cfg: DictConfig) -> list[str]:

@@ -34,6 +34,12 @@ def summary_file(rank: int) -> str:
     return f"summary_rank{rank}.json"
 
 
+def launch_file(rank: int) -> str:
+    """The launcher variables a rank received (evalkit.launchers.received), written at its start, in the spool and as
+    the artifact `evalkit/launch_rank<r>.json`."""
+    return f"launch_rank{rank}.json"
+
+
 def error_file(rank: int | str) -> str:
     """The error of a rank that raised (its first line says what), in the spool and as the artifact
     `failure/error_rank<r>.txt` (`*` for r: every rank's, as a pattern)."""
@@ -99,6 +105,7 @@ CHECKPOINT_DIR = "evalkit.checkpoint_dir"           # its checkpoints: what `res
 WRAPPER_VERSION = "evalkit.wrapper_version"         # the installed version of the wrapper the run trained with
 TORCH_VERSION = "evalkit.torch_version"             # the installed torch
 VERSION_PREFIX = "evalkit.version."                 # + a distribution: its version (torch and the YAML's requirements)
+LAUNCH = "evalkit.launch"                           # the launcher whose variables the ranks got (evalkit.launchers)
 TRAINER_ENV = "evalkit.env"                         # `trainer.env`: the environment whose interpreter ran the workers
 ENV_SEPARATOR = "@"   # an arm in a wrapper's own environment reads <trainer>@<env> (verdict, progress, run names)
 THROUGHPUT_METHOD = "evalkit.throughput_method"     # how perf/samples_per_s was measured (its window of steps)

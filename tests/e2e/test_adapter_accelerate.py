@@ -53,7 +53,8 @@ def test_fp32_finishes_with_the_baselines_metrics_and_the_effective_config(align
     eff = effective_config(client, wrapper)
     assert eff["wrapper"] == "accelerate" and eff["mode"] == "aligned"
     assert eff["mixed_precision"] == "no" and eff["gradient_accumulation_steps"] == 1
-    assert "MULTI_CPU" in eff["distributed_type"] and eff["num_processes"] == 1
+    # one process under `accelerate launch --cpu`: no one-process DDP (issue 43)
+    assert eff["distributed_type"] == "DistributedType.NO" and eff["num_processes"] == 1
     settings = eff["explicit_settings"]
     assert settings["step_scheduler_with_optimizer"] is False
     assert settings["dataloader_config"]["use_seedable_sampler"] is False

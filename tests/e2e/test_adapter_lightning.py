@@ -91,7 +91,8 @@ def test_ddp_world_size_two_uses_evalkits_two_processes(workdir):
     assert run.info.status == "FINISHED" and run.data.tags["evalkit.world_size"] == "2"
     trainer = effective_config(client, run)["trainer"]
     assert trainer["strategy"] == "DDPStrategy" and trainer["world_size"] == 2 and trainer["num_nodes"] == 1
-    assert trainer["cluster_environment"] == "TorchElasticEnvironment"
+    # Lightning's own launcher's variables (issue 43): it joins the ranks evalkit started, spawning none
+    assert trainer["cluster_environment"] == "LightningEnvironment" and run.data.tags["evalkit.launch"] == "lightning"
     assert trainer["creates_processes_externally"] is True and trainer["process_group_backend"] == "gloo"
     assert_lightning_ranks_joined(client, run)
 

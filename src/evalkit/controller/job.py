@@ -19,7 +19,7 @@ import time
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from evalkit import names
+from evalkit import launchers, names
 from evalkit.adapter_class import adapter_class_problem
 from evalkit.caliber import caliber_tag
 from evalkit.config import config_warnings
@@ -84,6 +84,7 @@ def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) 
         names.WORLD_SIZE: cfg.distributed.world_size, names.HARDWARE: cfg.hardware.name,
         names.SWEEP_ID: sweep_id, names.VAL_METRIC_MARGIN: cfg.task.metric_margin,
         names.FINGERPRINT: fingerprint(cfg), names.TRAINER_ENV: cfg.trainer.get("env"),
+        names.LAUNCH: launchers.chosen(cfg.trainer.get("launch") or {}, cfg.distributed.world_size, runs_on_cuda(cfg)),
         names.MLFLOW_GIT_COMMIT: git_commit(os.path.dirname(os.path.abspath(__file__))),
     }
 
@@ -382,7 +383,7 @@ class Controller:
             for path in paths:
                 client.log_artifact(run_id, path, names.RECORDS_DIR)
         for name in ([names.EFFECTIVE_CONFIG_FILE, names.VERSIONS_FILE, names.CALL_PROFILE_FILE]
-                     + [names.summary_file(r) for r in range(world)]):
+                     + [names.summary_file(r) for r in range(world)] + [names.launch_file(r) for r in range(world)]):
             if os.path.exists(os.path.join(spool_dir, name)):
                 client.log_artifact(run_id, os.path.join(spool_dir, name), names.SPOOL_ARTIFACT_DIR)
         for path in sorted(glob.glob(os.path.join(self.run_dir, names.WORKER_LOG_GLOB))):

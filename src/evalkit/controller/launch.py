@@ -1,7 +1,8 @@
-"""Start the worker ranks as separate processes with torch elastic (torchrun) environment variables.
+"""Start the worker ranks as separate processes, each with the environment its wrapper's documented launcher gives it.
 
-Wrappers detect these variables (Lightning's TorchElasticEnvironment, Accelerate's state, Ignite's
-idist) and join the process group instead of spawning their own processes. When one rank fails, the
+The trainer's `launch` names that launcher (`evalkit.launchers`: plain `python` for one process, `torchrun`,
+Lightning's own, `mpirun`, `accelerate launch`); wrappers read its variables to join the ranks evalkit started
+instead of spawning their own, exactly as under the real launcher. When one rank fails, the
 others are stopped: a rank waiting in a collective for a dead peer would otherwise hang. The group
 remembers which rank failed first and which ranks it stopped itself, so the run's reason names the cause
 (rank 1 killed by SIGKILL), not the symptom it caused in its peers (rank 0's broken gloo connection).
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import DictConfig
 
-from evalkit import names
+from evalkit import launchers, names
 from evalkit.controller.warm import WarmProcess, WarmStartUnavailable, server_for
 
 
@@ -90,9 +91,10 @@ class WorkerGroup:
                  cuda: bool = False, threads: int | None = None, pin: bool = False, nnodes: int = 1,
                  node_rank: int = 0, master_port: int | None = None, run_id: str | None = None,
                  warm_target: str | None = None, warm_required: bool = False, pin_at_turn: bool = False,
-                 warm_modules: tuple[str, ...] = (), python: str = sys.executable):
+                 warm_modules: tuple[str, ...] = (), python: str = sys.executable, launcher: str | None = None):
         """`python`: the interpreter of the workers (and of their warm server): evalkit's own, or a wrapper's
-        environment's (`trainer.env`, evalkit.envs)."""
+        environment's (`trainer.env`, evalkit.envs). `launcher`: whose variables each rank gets
+        (`evalkit.launchers`; None: plain `python` at one rank, torchrun at several)."""
         self.world_size = world_size
         local = world_size // nnodes
         self.ranks = [node_rank * local + i for i in range(local)]
@@ -103,17 +105,12 @@ class WorkerGroup:
         self.procs: list[subprocess.Popen | WarmProcess] = []
         self.first_failed: int | None = None
         self.stopped: set[int] = set()
+        self.launcher = launcher or ("torchrun" if world_size > 1 else "python")
         for local_rank, rank in enumerate(self.ranks):
-            env = dict(os.environ)
-            env.update({
-                "RANK": str(rank), "LOCAL_RANK": str(local_rank), "GROUP_RANK": str(node_rank),
-                "ROLE_RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(local),
-                "ROLE_WORLD_SIZE": str(world_size), "ROLE_NAME": "default",
-                "MASTER_ADDR": master_addr, "MASTER_PORT": str(port),
-                "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_RESTART_COUNT": "0",
-                "TORCHELASTIC_MAX_RESTARTS": "0", "PYTHONUNBUFFERED": "1",
-                names.CONTROLLER_PID_ENV: str(os.getpid()),
-            })
+            slot = launchers.Slot(rank, local_rank, world_size, local, node_rank, nnodes, master_addr, port, run_id,
+                                  cuda, error_file=os.path.join(log_dir, f"torchelastic_error_rank{rank}.json"))
+            env = launchers.rank_environment(dict(os.environ), self.launcher, slot)
+            env.update({"PYTHONUNBUFFERED": "1", names.CONTROLLER_PID_ENV: str(os.getpid())})
             # Every arm with the same threads, whatever the caller's environment says (no oversubscription).
             env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
             # OpenMP threads that sleep while they wait (unless the caller chose): GNU OpenMP spins by default, and

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from evalkit import names, trainers
+from evalkit import launchers, names, trainers
 from evalkit.controller import warm
 from evalkit.controller.environment import runs_on_cuda
 from evalkit.controller.interrupt import Interrupted, StopRequest
@@ -176,7 +176,8 @@ def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, t
                         master_port=dist.master_port, run_id=rendezvous_id(dist) if dist.nnodes > 1 else None,
                         warm_target=warm_target, warm_required=cfg.hardware.get("worker_start") == "warm",
                         pin_at_turn=pin_at_turn, warm_modules=tuple(trainers.modules(cfg.trainer)),
-                        python=worker_python(cfg.trainer))
+                        python=worker_python(cfg.trainer),
+                        launcher=launchers.chosen(cfg.trainer.get("launch") or {}, dist.world_size, cuda))
     if dist.nnodes <= 1:
         return group
     beacon = _leading.get(os.path.abspath(run_dir)) or Beacon(run_dir, 0).start()
@@ -363,7 +364,9 @@ def run_other_node(cfg: DictConfig) -> JobResult:
             group = WorkerGroup(shared, dist.world_size, shared, dist.master_addr, cuda=runs_on_cuda(cfg),
                                 threads=job_cfg.hardware.threads, pin=job_cfg.observe.profile == "timing",
                                 nnodes=dist.nnodes, node_rank=node, master_port=dist.master_port,
-                                run_id=rendezvous_id(dist), python=worker_python(job_cfg.trainer))
+                                run_id=rendezvous_id(dist), python=worker_python(job_cfg.trainer),
+                                launcher=launchers.chosen(job_cfg.trainer.get("launch") or {}, dist.world_size,
+                                                          runs_on_cuda(cfg)))
             beacon.update(state="running")
             outcome, problem, asked = _watch_ranks(group, shared, dist.node_timeout_s, stop)
             report = {"node_rank": node, "ranks": ranks, "codes": outcome.codes, "interrupted": outcome.interrupted,

@@ -22,7 +22,7 @@ import time
 
 from omegaconf import DictConfig
 
-from evalkit import names
+from evalkit import launchers, names
 
 
 class WarmStartUnavailable(RuntimeError):
@@ -206,6 +206,4 @@ atexit.register(close_all)
 THREAD_VARIABLES = frozenset({"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
 PER_CHILD_PREFIXES = ("EVALKIT_", "MLFLOW_")
 # set per worker in the forked child, not part of a server's identity
-RANK_VARIABLES = frozenset({"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                            "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
-                            names.CPUS_ENV, names.SPAWN_WALL_ENV, "CUDA_VISIBLE_DEVICES"})
+RANK_VARIABLES = launchers.ALL_VARIABLES | {names.CPUS_ENV, names.SPAWN_WALL_ENV, "CUDA_VISIBLE_DEVICES"}

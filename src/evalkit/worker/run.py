@@ -1,7 +1,9 @@
 """One training worker (one rank): build the task, attach observers, hand the job to the adapter.
 
-Started by the controller as `python -m evalkit.worker <job_dir>` with torch elastic environment
-variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID, ...). It talks
+Started by the controller as `python -m evalkit.worker <job_dir>` with the variables of its wrapper's documented
+launcher (`evalkit.launchers`: none under plain `python`, torchrun's, Lightning's, MPI's ...) and evalkit's own view of
+its rank (EVALKIT_RANK, EVALKIT_LOCAL_RANK, EVALKIT_WORLD_SIZE), which it reads: a wrapper may rewrite the
+launcher's in its process. It talks
 to nobody but its spool: records, its summary, the wrapper's versions (its trainer's `requirements`), the adapter's
 effective config, and on failure its traceback.
 """
@@ -24,7 +26,7 @@ import torch
 from hydra.utils import get_class, get_method
 from omegaconf import DictConfig, OmegaConf
 
-from evalkit import names
+from evalkit import launchers, names
 from evalkit.contract import (
     Adapter,
     AdapterUnavailable,
@@ -114,6 +116,7 @@ def hand_over(task: Task, cfg: DictConfig) -> None:
 def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, Any],
              log_value: Any = None) -> TrainJob:
     train, prec = cfg.train, cfg.precision
+    rank, local_rank, world_size = launchers.rank_of()
     dtype = getattr(torch, prec.autocast_dtype) if prec.autocast_dtype else None
     return TrainJob(
         task=task,
@@ -123,8 +126,8 @@ def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, 
         device=device, batch_size=train.batch_size, grad_accum=train.grad_accum,
         grad_clip=train.grad_clip, max_steps=train.max_steps, val_every=train.val_every,
         ckpt_every=train.ckpt_every, ckpt_dir=spec["ckpt_dir"], resume_from=spec.get("resume_from"),
-        seed=cfg.seed, rank=int(os.environ.get("RANK", 0)), world_size=int(os.environ.get("WORLD_SIZE", 1)),
-        local_rank=int(os.environ.get("LOCAL_RANK", 0)), mode=cfg.trainer.mode, num_workers=train.num_workers,
+        seed=cfg.seed, rank=rank, world_size=world_size, local_rank=local_rank, mode=cfg.trainer.mode,
+        num_workers=train.num_workers,
         recipe=Recipe.of(train), **({"log_value": log_value} if log_value is not None else {}),
     )
 
@@ -133,8 +136,9 @@ def run(job_dir: str) -> int:
     with open(os.path.join(job_dir, names.JOB_FILE)) as fh:
         spec = json.load(fh)
     cfg = OmegaConf.create(spec["config"])
-    rank = int(os.environ.get("RANK", 0))
+    rank = launchers.rank_of()[0]
     spool = SpoolWriter(spec["spool_dir"], rank)
+    spool.write_json(names.launch_file(rank), launchers.received())   # before a wrapper rewrites any
     startup = StartupMarks()
     startup.mark("torch_imported")
     deprecations = DeprecationRecorder() if cfg.observe.get("deprecations") else contextlib.nullcontext()
@@ -159,7 +163,7 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         startup.mark("wrapper_imported")
         if rank == 0:
             spool.write_json(names.VERSIONS_FILE, {**versions(cfg.trainer), "torch": torch.__version__})
-        device = resolve_device(cfg.hardware.device, int(os.environ.get("LOCAL_RANK", 0)))
+        device = resolve_device(cfg.hardware.device, launchers.rank_of()[1])
         if device.type == "cuda":
             torch.cuda.set_device(device)   # before any CUDA work: observers' events, NCCL, RNG use the current one
         warm_up_torch()
@@ -248,11 +252,13 @@ def effective_config(adapter: Adapter, window_done: bool) -> dict[str, Any]:
 def init_process_group(device: torch.device) -> None:
     """`distributed.init_by=evalkit`: the process group exists before the adapter's `fit` (as under a launcher or
     a platform that creates it); the adapter must use it, not create its own."""
-    if int(os.environ.get("WORLD_SIZE", 1)) > 1 and not torch.distributed.is_initialized():
+    rank, _, world_size = launchers.rank_of()
+    # MASTER_ADDR/PORT: every launcher of several ranks sets them
+    if world_size > 1 and not torch.distributed.is_initialized():
         if device.type == "cuda":
-            torch.distributed.init_process_group("nccl", device_id=device)
+            torch.distributed.init_process_group("nccl", device_id=device, rank=rank, world_size=world_size)
         else:
-            torch.distributed.init_process_group("gloo")
+            torch.distributed.init_process_group("gloo", rank=rank, world_size=world_size)
 
 
 # ATen's grain (at::internal::GRAIN_SIZE): an elementwise op over `threads` times twice this many elements gives
