@@ -43,7 +43,8 @@ Modes
   * `device`, the model and the loaders through `ignite.distributed`, as the distributed tutorial writes them
     for the quick start's single-process lines: `idist.device()`, `idist.auto_model(model)`,
     `idist.auto_optim(optimizer)`, `idist.auto_dataloader(train_set, batch_size=batch_size * world_size,
-    shuffle=True)` and `idist.auto_dataloader(val_set, batch_size=batch_size * world_size, shuffle=False)`
+    shuffle=True)` (with the tutorial's `drop_last=True` at several ranks, and its `setup_common_training_handlers`'s
+    `train_sampler.set_epoch(epoch - 1)` on every `EPOCH_STARTED`) and `idist.auto_dataloader(val_set, batch_size=batch_size * world_size, shuffle=False)`
     (auto_dataloader divides the batch by the world size; at world size 1 each is the page's own line:
     `DataLoader(..., shuffle=True)`, `model.to(device)`), under `idist.Parallel` (see Processes);
   * optimizer `job.make_optimizer(model.parameters())` (the page's `torch.optim.RMSprop(...)` line is the
@@ -140,6 +141,11 @@ ALIGNS = {
              "incomplete last batch)",
     "val.cadence": "the validation handler on Events.ITERATION_COMPLETED(every=val_every * grad_accum) and "
                    "Events.COMPLETED instead of the quick start's Events.EPOCH_COMPLETED",
+    # Ignite has no sanity check: the quick start's EPOCH_COMPLETED validation fires before the first optimizer step
+    # when an epoch is shorter than a window
+    "forward.before_training": "the validation handler on Events.ITERATION_COMPLETED(every=val_every * grad_accum) "
+                               "instead of the quick start's Events.EPOCH_COMPLETED (an epoch shorter than a window "
+                               "ends before its first optimizer step)",
 }
 
 class _RNGState:
@@ -214,9 +220,11 @@ DEVIATIONS = (   # all of defaults mode: what the quick start does differently
               "no_sync"),
     Deviation("lr.per_micro_batch", "defaults: LRScheduler handler on ITERATION_STARTED sets the LR once per "
               "micro-batch from get_lr() (scheduler.step() is never called)"),
-    Deviation("order.shuffled", "defaults: shuffle=True (DistributedSampler(seed=0), set_epoch never called, when "
-              "distributed), not evalkit's order"),
-    Deviation("batch.partial", "defaults: no drop_last: an epoch's last micro-batch may be smaller"),
+    Deviation("order.shuffled", "defaults: shuffle=True (when distributed: DistributedSampler(seed=0) with "
+              "set_epoch(epoch - 1) at every epoch start, as the distributed tutorial's "
+              "setup_common_training_handlers), not evalkit's order"),
+    Deviation("batch.partial", "defaults: no drop_last at one process (the getting-started page's DataLoader): an "
+              "epoch's last micro-batch may be smaller; several: drop_last=True, the distributed tutorial's"),
     Deviation("val.cadence", "defaults: after every epoch the quick start runs train_evaluator on the whole training "
               "loader and val_evaluator on the validation loader (eval mode, no_grad), wherever the epoch ends in an "
               "accumulation window; no validation at the run's val_every, none when the run stops inside an epoch"),
@@ -362,8 +370,9 @@ class IgniteAdapter(WrapperAdapter):
         device = idist.device()
         model = idist.auto_model(job.task.model)
         world = idist.get_world_size()
+        # the distributed tutorial's training loader at several ranks: drop_last=True (one process: the page's line)
         train_loader = idist.auto_dataloader(job.task.train_set, batch_size=job.batch_size * world, shuffle=True,
-                                             num_workers=job.num_workers)
+                                             num_workers=job.num_workers, **({"drop_last": True} if world > 1 else {}))
         val_loader = idist.auto_dataloader(job.task.val_set, batch_size=job.batch_size * world, shuffle=False,
                                            num_workers=job.num_workers)
         optimizer = idist.auto_optim(job.make_optimizer(model.parameters()))
@@ -397,6 +406,15 @@ class IgniteAdapter(WrapperAdapter):
         to_save = {"model": model, "optimizer": optimizer, "trainer": trainer, "lr_scheduler": lr_scheduler}
         checkpoint = Checkpoint(to_save, DiskSaver(job.ckpt_dir, require_empty=False), n_saved=None)
         self._attach(trainer, Events.ITERATION_STARTED, lr_scheduler, "ignite LRScheduler(torch scheduler)")
+        sampler = getattr(train_loader, "sampler", None)
+        if world > 1 and hasattr(sampler, "set_epoch"):
+            # the tutorial's setup_common_training_handlers(trainer, train_sampler=...): set_epoch(epoch - 1) on
+            # every EPOCH_STARTED, so each epoch draws its own shuffle
+            def distrib_set_epoch(engine) -> None:
+                sampler.set_epoch(engine.state.epoch - 1)
+
+            self._attach(trainer, Events.EPOCH_STARTED, distrib_set_epoch,
+                         "the tutorial's setup_common_training_handlers: train_sampler.set_epoch(epoch - 1)")
         self._attach(trainer, Events.ITERATION_COMPLETED(every=LOG_INTERVAL), log_training_loss,
                      f"the quick start's log_training_loss, every log_interval={LOG_INTERVAL} iterations")
         self._attach(trainer, Events.EPOCH_COMPLETED, log_training_results,
@@ -477,8 +495,8 @@ class IgniteAdapter(WrapperAdapter):
         }
         if explicit is None:
             report["trainer_arguments"] = trainer_arguments(job)
-            self.record_deviations(*(d.code for d in DEVIATIONS
-                                     if d.code != "clip.not_applied" or job.grad_clip is not None))
+            applies = {"clip.not_applied": job.grad_clip is not None, "batch.partial": job.world_size == 1}
+            self.record_deviations(*(d.code for d in DEVIATIONS if applies.get(d.code, True)))
         self.explicit_settings = explicit
         self._effective.update(report)
 

@@ -104,8 +104,10 @@ def check_validation(job: str, cal: Caliber, rows: list[dict], val: list[dict], 
                                 job=job, first_step=0, expected="no forward before step 1",
                                 observed=f"{seen.count(0)} validation run(s) at step 0",
                                 size=f"{next(v for v in val if v['step'] == 0).get('batches')} batch(es) at step 0",
-                                explained_by=["a validation 'sanity check' before training"],
-                                knob="sanity-check validation off (num_sanity_val_steps=0)",
+                                explained_by=["a validation run before the first optimizer step: one at the start "
+                                              "of training, or an epoch-end validation of an epoch that ended "
+                                              "before its first window did"],
+                                knob="no validation before the first optimizer step",
                                 declared=declared("forward.before_training")))
     after = [s for s in seen if s > 0]
     last = max((int(r["step"]) for r in rows), default=cal.max_steps)
@@ -116,8 +118,8 @@ def check_validation(job: str, cal: Caliber, rows: list[dict], val: list[dict], 
         findings.append(Finding(code="val.cadence", title="validation after other steps than asked", job=job,
                                 first_step=first, expected=expected, observed=after,
                                 size=f"at steps {after} instead of {expected}", explained_by=words,
-                                knob="validation interval counted in optimizer steps (val_check_interval / "
-                                "eval_steps = val_every optimizer steps)", declared=declared("val.cadence")))
+                                knob="validation every val_every optimizer steps and after the last, counted in "
+                                "optimizer steps", declared=declared("val.cadence")))
     train_mode = [v for v in val if (v.get("train_mode_batches") or 0) > 0]
     if train_mode:
         findings.append(Finding(code="val.train_mode", title="validation forwards in train mode", job=job,

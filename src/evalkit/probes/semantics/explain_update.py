@@ -23,7 +23,7 @@ from evalkit.probes.semantics import normalization
 from evalkit.probes.semantics.oracle import Caliber, ObservedStep, clip
 from evalkit.probes.semantics.update_rule import Group, UpdateRule
 
-CLIP_OFF_KNOB = "gradient clipping off (max_grad_norm=0 / gradient_clip_val=None)"
+CLIP_OFF_KNOB = "gradient clipping off (the wrapper's clipping setting at none or 0)"
 
 
 @dataclass(frozen=True)
@@ -194,8 +194,8 @@ KNOBS = {"window.short_underscaled": "divide each micro-batch loss by the size o
          "ddp.grad_summed": "average gradients over ranks (DDP's default all-reduce mean)",
          "ddp.unsynchronized": "a distributed process group and DDP (or the wrapper's distributed mode) on every rank",
          "clip.unasked": CLIP_OFF_KNOB,
-         "clip.not_applied": "the wrapper's own clipping at the asked norm (gradient_clip_val / max_grad_norm / "
-                             "clip_gradients), or clip_grad_norm_ before optimizer.step()",
+         "clip.not_applied": "the wrapper's own clipping at the asked norm, or torch.nn.utils.clip_grad_norm_ "
+                             "before optimizer.step()",
          "clip.per_micro_batch": "clip once per optimizer step, after accumulation",
          "clip.before_unscale": "unscale gradients before clipping (scaler.unscale_)",
          "wd.unasked": "weight_decay=0 in the wrapper's optimizer"}
