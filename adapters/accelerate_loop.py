@@ -162,7 +162,8 @@ ALIGNS = {
              "even_batches=True, use_seedable_sampler=False)",
     "lr": "Accelerator(step_scheduler_with_optimizer=False) and scheduler.step() once per optimizer step "
           "(when accelerator.sync_gradients); with several processes the prepared scheduler otherwise steps "
-          "num_processes times per call, unless DataLoaderConfiguration(split_batches=True) (AcceleratedScheduler.step)",
+          "num_processes times per call, unless DataLoaderConfiguration(split_batches=True) "
+          "(AcceleratedScheduler.step)",
     "sched": "Accelerator(step_scheduler_with_optimizer=False) and scheduler.step() once per optimizer step "
              "(when accelerator.sync_gradients)",
     "window.short_underscaled": "none: accelerator.backward divides each loss by gradient_accumulation_steps",

@@ -11,7 +11,6 @@ import dataclasses
 import importlib
 import inspect
 import re
-from pathlib import Path
 
 import pytest
 from helpers import REPO
