@@ -46,7 +46,8 @@ Modes
     shuffle=True)` (with the tutorial's `drop_last=True` at several ranks, and its `setup_common_training_handlers`'s
     `train_sampler.set_epoch(epoch - 1)` on every `EPOCH_STARTED`) and `idist.auto_dataloader(val_set,
     batch_size=batch_size * world_size, shuffle=False)` (auto_dataloader divides the batch by the world size; at
-    world size 1 each is the page's own line: `DataLoader(..., shuffle=True)`, `model.to(device)`), under `idist.Parallel` (see Processes);
+    world size 1 each is the page's own line: `DataLoader(..., shuffle=True)`, `model.to(device)`), under
+    `idist.Parallel` (see Processes);
   * optimizer `job.make_optimizer(model.parameters())` (the page's `torch.optim.RMSprop(...)` line is the
     user's own code: the run's optimizer), criterion the task's loss (`loss_function`);
   * `trainer = create_supervised_trainer(model, optimizer, criterion, device)` with only what the run asks for
