@@ -176,6 +176,8 @@ ALIGNS = {
     "batch": "DataLoader(..., drop_last=True) (aligned: evalkit's global order with drop_last=True)",
     "micro": "model.train() before the training loop",
     "val.train_mode": "model.eval() before the validation loop and model.train() after it",
+    "val.repeated": "Accelerator(dataloader_config=DataLoaderConfiguration(even_batches=False)) (for the training "
+                    "loader too), or a validation loader over each rank's own shard, not prepared",
 }
 
 def aligned_settings(job: TrainJob) -> dict[str, Any]:
@@ -264,6 +266,9 @@ DEVIATIONS = (
               "batch-norm statistics updated by the validation data), outputs gathered with gather_for_metrics; at "
               "world size > 1 the prepared loader repeats samples to even out the last batch (gather_for_metrics "
               "drops them from the gathered outputs, not from the model's forwards)"),
+    Deviation("val.repeated", "defaults: at world size > 1 the prepared validation loader repeats samples to even "
+              "out the ranks (even_batches=True): the model runs them twice; gather_for_metrics drops them from the "
+              "gathered outputs, so the metric counts each sample once (evalkit's too: trainer.val_dedup)"),
     Deviation("resume.reshuffled", "defaults: a resumed run draws the rest of the interrupted epoch from another "
               "permutation: load_state restores the RNG as it was after the epoch's shuffle was drawn, and the "
               "RandomSampler under skip_first_batches draws a new one from it (samples seen twice or not at all in "
@@ -637,6 +642,7 @@ class AccelerateAdapter(WrapperAdapter):
         if explicit is None:
             report["accelerator_arguments"] = defaults_arguments(job)
             joined = accelerator.num_processes == job.world_size
-            self.record_deviations(*([] if joined else ["ddp"]), *DEFAULTS_DEVIATIONS)
+            self.record_deviations(*([] if joined else ["ddp"]), *DEFAULTS_DEVIATIONS,
+                                   *(["val.repeated"] if job.world_size > 1 else []))
         self.explicit_settings = explicit
         self._effective.update(report)

@@ -99,6 +99,7 @@ ALIGNS = {
                         "eval mode)",
     "batch.partial": "DataLoader(..., drop_last=True)",
     "order": "fabric.setup_dataloaders(loader, use_distributed_sampler=False) over evalkit's sampler",
+    "val.repeated": "fabric.setup_dataloaders(val_loader, use_distributed_sampler=False) over each rank's own shard",
     "clip": "fabric.clip_gradients(model, optimizer, max_norm=max_norm, error_if_nonfinite=False)",
 }
 
@@ -126,6 +127,8 @@ class FabricPassSampler(OrderedSampler):
 
 
 DEVIATIONS = (   # defaults mode: what the pages' loop does differently from the baseline
+    Deviation("val.repeated", "at world size > 1 fabric.setup_dataloaders' DistributedSampler pads the validation "
+              "set to even out the ranks: the repeated samples are run and counted"),
     Deviation("loss.window_summed", "each micro-batch loss goes to fabric.backward undivided: a step's gradients "
               "are the sum over its micro-batches, not their mean"),
     Deviation("window", "accumulation windows counted on each epoch's own iteration (iteration % grad_accum != 0): "
@@ -424,5 +427,5 @@ class FabricAdapter(WrapperAdapter):
             self.explicit_settings = explicit
         else:
             report["quick_start_arguments"] = explicit
-            self.record_deviations(*(d.code for d in DEVIATIONS))
+            self.record_deviations(*(d.code for d in DEVIATIONS if d.code != "val.repeated" or job.world_size > 1))
         return report

@@ -150,6 +150,8 @@ ALIGNS = {
     "clip.unasked": "TrainingArguments(max_grad_norm=0): the default max_grad_norm=1.0 clips when no clipping is "
                     "asked",
     "clip": "TrainingArguments(max_grad_norm=max_norm) (0 = off)",
+    "val.repeated": "TrainingArguments(accelerator_config={'even_batches': False}), or a Trainer subclass whose "
+                    "get_eval_dataloader (the documented hook) returns each rank's own shard",
 }
 PAGE_LOGGING_STEPS = 10        # the fine-tuning tutorial's logging_steps=10, as it writes it
 TRAINER_DOCS = "https://huggingface.co/docs/transformers/v5.24.0/en"
@@ -361,6 +363,10 @@ DEVIATIONS = (
     Deviation("loss_norm", "transformers before 4.46: the Trainer divides each micro-batch's mean loss by "
               "gradient_accumulation_steps, a mean of micro-batch means; the token mean over the window "
               "(compute_loss_func with num_items_in_batch) came in 4.46"),
+    Deviation("val.repeated", "defaults: at world size > 1 the evaluation loader, prepared by Accelerate with "
+              "even_batches, repeats samples to even out the ranks: the model runs them twice; the evaluation loop "
+              "gathers with gather_for_metrics, so the metric counts each sample once (evalkit's too: "
+              "trainer.val_dedup)"),
     *STATE_DEVIATIONS,
 )
 
@@ -620,6 +626,8 @@ class HFTrainerAdapter(WrapperAdapter):
                                *state_deviations(accelerator))
         if job.task.loss_terms is not None and not takes_compute_loss_func():
             self.record_deviations("loss_norm")
+        if self.mode == "defaults" and job.world_size > 1:
+            self.record_deviations("val.repeated")
         report["compute_loss_func"] = type(trainer.compute_loss_func).__name__ \
             if getattr(trainer, "compute_loss_func", None) is not None else None
         self.explicit_settings = explicit

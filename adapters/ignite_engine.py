@@ -142,6 +142,7 @@ ALIGNS = {
              "incomplete last batch)",
     "val.cadence": "the validation handler on Events.ITERATION_COMPLETED(every=val_every * grad_accum) and "
                    "Events.COMPLETED instead of the quick start's Events.EPOCH_COMPLETED",
+    "val.repeated": "idist.auto_dataloader(val_set, sampler=a sampler over each rank's own shard, without padding)",
     # Ignite has no sanity check: the quick start's EPOCH_COMPLETED validation fires before the first optimizer step
     # when an epoch is shorter than a window
     "forward.before_training": "the validation handler on Events.ITERATION_COMPLETED(every=val_every * grad_accum) "
@@ -229,6 +230,8 @@ DEVIATIONS = (   # all of defaults mode: what the quick start does differently
     Deviation("val.cadence", "defaults: after every epoch the quick start runs train_evaluator on the whole training "
               "loader and val_evaluator on the validation loader (eval mode, no_grad), wherever the epoch ends in an "
               "accumulation window; no validation at the run's val_every, none when the run stops inside an epoch"),
+    Deviation("val.repeated", "defaults: at world size > 1 idist.auto_dataloader's DistributedSampler pads the "
+              "validation set to even out the ranks: the repeated samples are run and counted in Loss"),
     Deviation("precision.mismatch", "defaults: amp_mode='amp' autocasts with device 'cuda' and its default dtype "
               "fp16: fp32 on CPU; on CUDA a bf16 request runs fp16 without loss scaling (scaler=True only for "
               "fp16_mixed)"),
@@ -496,7 +499,8 @@ class IgniteAdapter(WrapperAdapter):
         }
         if explicit is None:
             report["trainer_arguments"] = trainer_arguments(job)
-            applies = {"clip.not_applied": job.grad_clip is not None, "batch.partial": job.world_size == 1}
+            applies = {"clip.not_applied": job.grad_clip is not None, "batch.partial": job.world_size == 1,
+                       "val.repeated": job.world_size > 1}
             self.record_deviations(*(d.code for d in DEVIATIONS if applies.get(d.code, True)))
         self.explicit_settings = explicit
         self._effective.update(report)

@@ -98,6 +98,8 @@ ALIGNED_MODULE = {
 # reported as `aligns` in the effective config; the semantic probe names it beside each finding.
 ALIGNS = {
     "forward.before_training": "Trainer(num_sanity_val_steps=0)",
+    "val.repeated": "Trainer(use_distributed_sampler=False) with a validation DataLoader over each rank's own shard "
+                    "(no padding)",
     "micro.train_mode": "self.train() in the LightningModule's on_train_start (Lightning keeps the eval mode a "
                         "pretrained model arrives in, with a warning)",
     "val.cadence": "Trainer(val_check_interval=val_every * accumulate_grad_batches, check_val_every_n_epoch=None) "
@@ -282,6 +284,8 @@ DEVIATIONS = (
               "Lightning's DistributedSampler(shuffle=True, seed=0) for training, the same order under every run "
               "seed, padded with repeated samples"),
     Deviation("batch.partial", "defaults: each epoch's incomplete last batch kept (no drop_last)"),
+    Deviation("val.repeated", "defaults: at world size > 1 Lightning's DistributedSampler pads the validation set to "
+              "even out the ranks: the repeated samples are run and counted in the logged metric"),
     Deviation("resume.checkpoints", "defaults: checkpoints hold no data position or RNG; ModelCheckpoint keeps only "
               "the latest one, and the final step gets none unless ckpt_every divides it"),
 )
@@ -493,4 +497,5 @@ class LightningAdapter(WrapperAdapter):
         codes = ["window.short_underscaled", "val.cadence"] if short else []
         if job.task.loss_terms is not None and (job.grad_accum > 1 or job.world_size > 1):
             codes.append("loss_norm")
-        return codes + (["val.cadence", *DEFAULTS_DEVIATIONS] if self.mode == "defaults" else [])
+        repeated = ["val.repeated"] if job.world_size > 1 else []
+        return codes + (["val.cadence", *DEFAULTS_DEVIATIONS, *repeated] if self.mode == "defaults" else [])

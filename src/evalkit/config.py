@@ -51,6 +51,9 @@ class TrainerConfig:
     # probe=customization: the adapter classes adding a custom loss ("loss") and a custom callback ("callback")
     customizations: dict[str, str] = field(default_factory=dict)
     launch: LaunchConfig = field(default_factory=LaunchConfig)
+    # the wrapper's documented evaluation scores each sample once where a distributed sampler repeats some to even out
+    # the ranks (Accelerate's gather_for_metrics): evalkit's validation metric then does too
+    val_dedup: bool = False
     # the environment (`evalkit-env create <requirement>`) whose interpreter runs the workers: the wrapper at the
     # version it pins; null: evalkit's own interpreter
     env: Optional[str] = None

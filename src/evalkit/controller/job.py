@@ -248,7 +248,8 @@ class Controller:
         # tags are set again when the run ends (ship_and_finish).
         with contextlib.suppress(Exception), tracking.quiet_store_logs():
             self._tag_run_dir()
-        shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size)
+        shipper = Shipper(self.client, self.run_id, spool_dir, world, self.cfg.tracking.batch_size,
+                          val_dedup=bool(self.cfg.trainer.get("val_dedup")))
         phases.mark("workers_start", self.run_dir)
         self.workers = nodes.start_ranks(self.cfg, self.run_dir, self.run_id, cuda=runs_on_cuda(self.cfg),
                                          threads=worker_threads(self.cfg),   # several nodes: every node's ranks

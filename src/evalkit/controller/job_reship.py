@@ -37,7 +37,8 @@ def reship(run_dir: str, uri: str | None = None) -> JobResult:
     if run["run_id"] is None:   # the store never answered while the job ran: its run is recorded now
         record_late_run(ctl, run)
     shipper = Shipper(ctl.client, ctl.run_id, spec["spool_dir"], cfg.distributed.world_size,
-                      cfg.tracking.batch_size, shipped_through=last_shipped_step(ctl, run["tracking_uri"]))
+                      cfg.tracking.batch_size, shipped_through=last_shipped_step(ctl, run["tracking_uri"]),
+                      val_dedup=bool(cfg.trainer.get("val_dedup")))
     claim = rundir.claim(run_dir, what="evalkit-ship")   # never beside the live job that owns the directory
     try:
         return ctl.ship_and_finish(shipper, outcome)

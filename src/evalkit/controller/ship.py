@@ -50,8 +50,11 @@ def step_metrics(record: dict[str, Any]) -> list[Metric]:
 
 class Shipper:
     def __init__(self, client: MlflowClient, run_id: str, spool_dir: str, world_size: int,
-                 batch_size: int = 1000, shipped_through: int = 0):
+                 batch_size: int = 1000, shipped_through: int = 0, val_dedup: bool = False):
+        """`val_dedup`: validation counts each sample once, as the wrapper's documented evaluation does
+        (`trainer.val_dedup`); the samples repeated across ranks are counted either way."""
         self.client, self.run_id, self.batch_size = client, run_id, batch_size
+        self.val_dedup = val_dedup
         self.spool_dir = spool_dir
         self.world_size = world_size
         self.tails = [SpoolTail(spool_dir, r) for r in range(world_size)]
@@ -138,13 +141,14 @@ class Shipper:
             self._val_shipped.add(step)
             if step <= self.shipped_through and step > 0:
                 continue
-            merged = merge_validation(list(by_rank.values()))
+            merged = merge_validation([by_rank[r] for r in sorted(by_rank)], self.val_dedup)
             if merged.get("value") is not None:
                 self._queue.append(metric(names.val_metric(merged['metric']), merged["value"], step))
                 self._queue.append(metric(names.VAL_LOSS, merged["loss"], step))
 
     def validation_rows(self) -> list[dict]:
-        return [merge_validation(list(self.val[s].values())) | {"step": s} for s in sorted(self.val)]
+        return [merge_validation([self.val[s][r] for r in sorted(self.val[s])], self.val_dedup) | {"step": s}
+                for s in sorted(self.val)]
 
     def write_csvs(self, out_dir: str, metric_name: str) -> list[str]:
         os.makedirs(out_dir, exist_ok=True)
@@ -153,12 +157,13 @@ class Shipper:
                  for r in self.steps]
         val = [{"step": v["step"], "loss": v.get("loss"), metric_name: v.get("value"),
                 "samples": v.get("count"), "ranks": v.get("ranks"), "unattributed": v.get("unattributed"),
-                "batches": v.get("batches"), "train_mode_batches": v.get("train_mode")}
+                "batches": v.get("batches"), "train_mode_batches": v.get("train_mode"),
+                "repeated_samples": v.get("repeated"), "deduplicated": v.get("deduplicated")}
                for v in self.validation_rows()]
         paths = [_write_csv(os.path.join(out_dir, names.STEPS_CSV_NAME), steps, STEP_COLUMNS),
                  _write_csv(os.path.join(out_dir, names.VAL_CSV_NAME), val,
                             ["step", "loss", metric_name, "samples", "ranks", "unattributed", "batches",
-                             "train_mode_batches"])]
+                             "train_mode_batches", "repeated_samples", "deduplicated"])]
         for rank in sorted(set(range(self.world_size)) | set(self.micro)):   # rank 0's file even when empty
             micro = [{**m, "ids": " ".join(map(str, m.get("ids", [])))} for m in self.micro.get(rank, [])]
             paths.append(_write_csv(os.path.join(out_dir, names.micro_csv_name(rank)), micro, MICRO_COLUMNS))
@@ -178,17 +183,30 @@ class Shipper:
         return paths
 
 
-def merge_validation(records: list[dict]) -> dict:
-    """One validation result from every rank's share: sums and counts add, then the task's finalizer."""
+def merge_validation(records: list[dict], dedup: bool = False) -> dict:
+    """One validation result from every rank's share: sums and counts add, then the task's finalizer. Where the
+    ranks recorded each sample's sums (several ranks), `repeated` counts the forwards of a sample already scored (a
+    distributed sampler's padding), and `dedup` scores each sample once (its first forward, by rank), as Accelerate's
+    gather_for_metrics does. `records`: in rank order."""
     total = sum(r.get("sum", 0.0) for r in records)
     count = sum(r.get("count", 0) for r in records)
+    loss_sum = sum(r.get("loss_sum", 0.0) for r in records)
     merged = {"metric": records[0]["metric"], "count": count, "ranks": len(records),
               "unattributed": sum(r.get("unattributed", 0) for r in records),
               "batches": sum(r.get("batches", 0) for r in records),
               "train_mode": sum(r.get("train_mode", 0) for r in records)}
+    if all("ids" in r for r in records):
+        first: dict[int, tuple[float, int, float]] = {}
+        for r in records:
+            for sample, *sums in zip(r["ids"], r["id_sum"], r["id_count"], r["id_loss"]):
+                first.setdefault(sample, tuple(sums))
+        merged["repeated"] = sum(len(r["ids"]) for r in records) - len(first)
+        if dedup:
+            total, count, loss_sum = (sum(s[k] for s in first.values()) for k in range(3))
+            merged["count"], merged["deduplicated"] = count, True
     if count:
         merged["value"] = FINALIZERS[records[0].get("finalize", "identity")](total / count)
-        merged["loss"] = sum(r.get("loss_sum", 0.0) for r in records) / count
+        merged["loss"] = loss_sum / count
     return merged
 
 

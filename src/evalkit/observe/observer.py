@@ -65,13 +65,15 @@ class Observer:
     `import_rss`: the process's RSS after the wrapper's imports (CPU training memory is counted above it).
     `profile`: "full" or "timing" (see the module's docstring); under "timing", `sample_ids` only serves
     validation, `record_params` and `deferred` are ignored (nothing is read off the device per step).
+    `per_sample_validation`: record each validation sample's own sums too (several ranks: validation.py).
     """
 
     def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
                  sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None,
                  resuming: bool = False, import_rss: int | None = None, profile: str = "full",
                  ckpt_dir: str | None = None, memory_every: int = 0, job_dir: str | None = None,
-                 turns: Turns | None = None, call_profile: CallProfile | None = None):
+                 turns: Turns | None = None, call_profile: CallProfile | None = None,
+                 per_sample_validation: bool = False):
         if profile not in PROFILES:
             raise ValueError(f"observe profile {profile!r} is not one of {', '.join(PROFILES)}")
         self.task, self.spool, self.device, self.profile = task, spool, device, profile
@@ -84,7 +86,7 @@ class Observer:
         self.steps: StepRecords | LightStepRecords = (
             LightStepRecords(spool, read_loss=device.type == "cpu", resuming=resuming) if timing
             else StepRecords(spool, self.samples, deferred=self.deferred, resuming=resuming))
-        self.validation = Validation(task, spool)
+        self.validation = Validation(task, spool, per_sample=per_sample_validation)
         self.clock = StepClock(device, warmup_steps)
         self.memory = PeakMemory(device, import_rss)
         self.params = ParamRecords(task.model, spool) if record_params and not timing else None

@@ -4,6 +4,10 @@ Each no-grad forward's targets are looked up by its recovered sample ids and sco
 and loss; forwards whose ids are unknown are counted as unattributed, not scored. The sums of one
 validation run are written as one "val" record when training resumes (the next grad-enabled forward or
 optimizer step) or at the end, tagged with the optimizer steps completed before it.
+
+With several ranks each sample's own sums are recorded too (`ids`, `id_sum`, `id_count`, `id_loss`): a distributed
+sampler may repeat samples to even out the ranks, and the controller then counts each sample once where the wrapper's
+documented evaluation does (`trainer.val_dedup`: Accelerate's gather_for_metrics), and says how many it repeated.
 """
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ from evalkit.tasks.catalog import Task
 
 
 class Validation:
-    def __init__(self, task: Task, spool: SpoolWriter):
-        self.task, self.spool = task, spool
+    def __init__(self, task: Task, spool: SpoolWriter, per_sample: bool = False):
+        self.task, self.spool, self.per_sample = task, spool, per_sample
         self.in_interval = False         # a validation forward ran since the last optimizer step
         self._sums: dict | None = None   # the sums of the validation run in progress
 
@@ -35,6 +39,13 @@ class Validation:
         val["sum"] += total
         val["count"] += count
         val["loss_sum"] += loss * count
+        if self.per_sample:
+            for k, sample in enumerate(ids):
+                one_total, one_count = self.task.metric.batch_stats(out[k:k + 1], target[k:k + 1])
+                one_loss = float(self.task.loss_fn.forward(out[k:k + 1].float(), target[k:k + 1]))
+                for key, value in (("ids", sample), ("id_sum", one_total), ("id_count", one_count),
+                                   ("id_loss", one_loss * one_count)):
+                    val.setdefault(key, []).append(value)
 
     def flush(self, step: int) -> None:
         """Write the validation run in progress, if any, as having run after `step` optimizer steps."""

@@ -184,7 +184,8 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                             resuming=bool(spec.get("resume_from")), import_rss=import_rss,
                             profile=cfg.observe.profile, ckpt_dir=spec["ckpt_dir"] if rank == 0 else None,
                             memory_every=cfg.observe.memory_every, job_dir=job_dir, turns=turns,
-                            call_profile=profiled).attach()
+                            call_profile=profiled,
+                            per_sample_validation=launchers.rank_of()[2] > 1).attach()
         faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush,
                                spec["ckpt_dir"], fill_device=spool.fill_device)
         loads = LoadWatch() if spec.get("resume_from") else None

@@ -128,6 +128,18 @@ def check_validation(job: str, cal: Caliber, rows: list[dict], val: list[dict], 
                                 f"batches in train mode", size=f"{len(train_mode)} validation run(s)",
                                 explained_by=["model.eval() not called before validation"],
                                 knob="model.eval() during validation", declared=declared("val.train_mode")))
+    repeated = [v for v in val if int(v.get("repeated_samples") or 0) > 0]
+    if repeated:
+        counted = "counted once in the metric, as the wrapper's evaluation does" \
+            if str(repeated[0].get("deduplicated")).lower() == "true" else "each counted again in the metric"
+        findings.append(Finding(code="val.repeated", title="validation samples scored more than once", job=job,
+                                first_step=int(repeated[0]["step"]), expected="each validation sample once",
+                                observed=f"{repeated[0]['repeated_samples']} repeated forward(s) ({counted})",
+                                size=f"{len(repeated)} validation run(s)",
+                                explained_by=["a distributed sampler repeating samples to even out the ranks' "
+                                              "validation batches"],
+                                knob="a validation sampler that shards without repeating samples",
+                                declared=declared("val.repeated")))
     return findings
 
 

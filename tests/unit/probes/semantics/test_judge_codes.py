@@ -29,6 +29,7 @@ IN_MEMORY = {
     "threads.changed": "test_judge::test_a_wrapper_that_changes_the_thread_count_is_a_finding",
     "unexplained.lr": "test_judge::test_unknown_lr_is_unexplained_and_a_declared_deviation_is_quoted",
     "sched.count": "test_judge_codes::test_scheduler_stepped_without_moving_the_lr_is_a_count_finding",
+    "val.repeated": "test_judge_codes::test_validation_samples_repeated_across_ranks_are_a_finding",
     "lr.rescaled_schedule": "test_judge_codes::test_a_schedule_run_at_another_pace_is_named_rescaled",
     "unexplained.windows": "test_judge_codes::test_micro_batches_grouped_by_no_known_layout_are_unexplained",
     "window.spans_epochs": "test_explain_coverage::test_windows_across_epochs_under_the_wrappers_own_order",
@@ -80,6 +81,20 @@ def test_scheduler_stepped_without_moving_the_lr_is_a_count_finding(jobs):
     result = judge([job])
     assert codes(result) == ["sched.count"]
     assert "2 times per optimizer step" in result.findings[0].explained_by[0]
+
+
+def test_validation_samples_repeated_across_ranks_are_a_finding(jobs):
+    """A distributed sampler's padding (issue 43): the repeats are a finding, whether or not the wrapper's
+    evaluation counted them once in its metric (trainer.val_dedup)."""
+    for dedup, counted in ((False, "each counted again"), (True, "counted once")):
+        job = jobs["ws1-noclip"]
+        for row in job.val:
+            row["repeated_samples"], row["deduplicated"] = 1, dedup or ""
+        result = judge([job])
+        assert codes(result) == ["val.repeated"]
+        finding = result.findings[0]
+        assert finding.first_step == job.val[0]["step"] and counted in finding.observed
+        assert finding.size == f"{len(job.val)} validation run(s)"
 
 
 def test_a_schedule_run_at_another_pace_is_named_rescaled(jobs):
