@@ -1,10 +1,11 @@
-"""Poutyne's defaults mode is its quick start (issue 43: every quick start has its smoke test): two short real
-defaults jobs through `evalkit` (one without clipping, one asking for it), with Poutyne's `Model`, `fit` and
-callbacks spied on while the adapter runs (`SpyAdapter`, loaded by the worker from this module), show that `Model` gets the page's arguments (the run's optimizer in the
-`{'optim': name, ...}` form, built as job.make_optimizer builds it, the task's loss, the run's device, no metrics), that
-`fit` gets the page's arguments plus the run's batch size, epochs and `batches_per_step` (Poutyne's shuffling loader),
-that the callbacks are the docstring's (the run's schedule as LambdaLR, ClipNorm only when the run clips, the
-checkpoint callbacks), and that the quick-start pages, departures and deviations land in the effective config."""
+"""Poutyne's defaults mode is its quick start (issue 43: every quick start has its smoke test): two short real defaults
+jobs through `evalkit` (one without clipping, one asking for it), with Poutyne's `Model`, `fit` and callbacks spied
+on while the adapter runs (`SpyAdapter`, loaded by the worker from this module), show that `Model` gets the page's
+arguments (the run's optimizer in the `{'optim': name, ...}` form, built as job.make_optimizer builds it, the task's
+loss, the run's device, no metrics), that `fit` gets the page's arguments plus the run's batch size, epochs and
+`batches_per_step` (Poutyne's shuffling loader), that the callbacks are the docstring's (the run's schedule as
+LambdaLR, ClipNorm only when the run clips, the checkpoint callbacks), and that the quick-start pages, departures and
+deviations land in the effective config."""
 from __future__ import annotations
 
 import dataclasses
