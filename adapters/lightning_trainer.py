@@ -278,8 +278,9 @@ DEVIATIONS = (
               "the last step unless it falls on the interval"),
     Deviation("forward.before_training", "defaults: sanity check: Lightning runs two batches of the val loader "
               "before training (its default sanity check)"),
-    Deviation("lr.per_epoch", "defaults: scheduler stepped once per epoch: configure_optimizers returns "
-              "{'optimizer', 'lr_scheduler': scheduler}, whose interval defaults to 'epoch'"),
+    Deviation("lr.per_epoch", "defaults: the starter page has no scheduler; evalkit's per-step schedule in "
+              "configure_optimizers' documented {'optimizer', 'lr_scheduler': scheduler}, whose interval defaults to "
+              "'epoch': stepped once per epoch", by="evalkit"),
     Deviation("order", "defaults: DataLoader(dataset): on one device the dataset's order (no shuffle); in DDP "
               "Lightning's DistributedSampler(shuffle=True, seed=0) for training, the same order under every run "
               "seed, padded with repeated samples"),

@@ -144,10 +144,12 @@ DEVIATIONS = (   # all of defaults mode: what the quick start does differently
     Deviation("order.shuffled", "defaults: fit(x, y) shuffles with DataLoader(shuffle=True), a new order each epoch "
               "from torch's global RNG, not evalkit's order"),
     Deviation("batch.partial", "defaults: no drop_last: an epoch's incomplete last batch is kept"),
-    Deviation("lr.per_epoch", "defaults: LambdaLR (Poutyne's LR scheduler callback) steps the schedule at each "
-              "epoch's end: the LR changes once per epoch"),
-    Deviation("sched.count", "defaults: the scheduler's step count is the number of epochs completed, not of "
-              "optimizer steps"),
+    Deviation("lr.per_epoch", "defaults: the quick start has no scheduler; evalkit hands the run's per-step schedule "
+              "to LambdaLR, Poutyne's LR scheduler callback, which steps it at each epoch's end: the LR changes once "
+              "per epoch", by="evalkit"),
+    Deviation("sched.count", "defaults: the quick start has no scheduler; evalkit's per-step schedule in Poutyne's "
+              "LambdaLR callback: its step count is the number of epochs completed, not of optimizer steps",
+              by="evalkit"),
     Deviation("val.cadence", "defaults: validation (validation_data) after every epoch, not every val_every optimizer "
               "steps"),
     Deviation("loss.per_sample_mean", "defaults: batches_per_step divides the window's summed loss * batch size "

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 OWNED = ("model", "data", "observation")     # what evalkit may own in a quick start (`Departure.owns`)
 CODE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*")
 UNEXPLAINED = "unexplained"
+EVALKITS_SETTING = "evalkit's setting, not the page's (the page makes no such choice)"
 
 
 def jsonable(value: Any) -> Any:
@@ -38,16 +39,26 @@ class Deviation:
     removes. `code` is stable and says what it explains: a semantic finding's code (`clip.not_applied`) or a family
     of them (`lr`: every `lr.*` finding and `unexplained.lr`), compared whole (`explains`), never as a substring of
     the text. A difference the probe cannot observe (of a resumed run, of fp16 on CUDA) gets a code of
-    its own (`resume.scaler_not_saved`): it is noted as declared and not observed."""
+    its own (`resume.scaler_not_saved`): it is noted as declared and not observed. `by` says whose choice it is:
+    the wrapper's, or evalkit's where the quick start's page makes none (a per-step schedule put in the per-epoch slot
+    of a wrapper whose page has no scheduler): a finding it explains is labelled as evalkit's setting."""
 
     code: str
     text: str
+    by: str = "wrapper"         # wrapper | evalkit
 
     def __post_init__(self) -> None:
         if not CODE.fullmatch(self.code):
             raise ValueError(f"deviation code {self.code!r} is not dotted lower-case words (e.g. 'clip.not_applied')")
         if not self.text.strip():
             raise ValueError(f"deviation {self.code!r} has no text")
+        if self.by not in ("wrapper", "evalkit"):
+            raise ValueError(f"deviation {self.code!r}: by={self.by!r} is neither 'wrapper' nor 'evalkit'")
+
+    @property
+    def declared(self) -> str:
+        """The text a finding it explains quotes: labelled where the choice is evalkit's, not the page's."""
+        return f"{EVALKITS_SETTING}: {self.text}" if self.by == "evalkit" else self.text
 
     def explains(self, finding_code: str) -> bool:
         """Whether a finding of this code is this deviation: the same code, or this deviation names its family."""
@@ -92,7 +103,9 @@ class EffectiveConfig:
     details: dict[str, Any] = field(default_factory=dict)              # the rest of the wrapper's report, as it is
 
     def as_json(self) -> dict[str, Any]:
-        typed: dict[str, Any] = {"mode": self.mode, "deviations": [asdict(d) for d in self.deviations],
+        deviations = [{"code": d.code, "text": d.text, **({"by": d.by} if d.by != "wrapper" else {})}
+                      for d in self.deviations]      # `by` only where it is evalkit's choice
+        typed: dict[str, Any] = {"mode": self.mode, "deviations": deviations,
                                  "aligns": dict(self.aligns)}
         if self.explicit_settings is not None:
             typed["explicit_settings"] = self.explicit_settings

@@ -47,6 +47,17 @@ def test_what_an_adapter_reports_is_recorded_and_read_back_unchanged():
     assert "quick_start" not in aligned and aligned["explicit_settings"] == {"seed": 1}
 
 
+def test_a_deviation_of_evalkits_choice_is_recorded_as_such_and_read_back():
+    ours = Deviation("lr.per_epoch", "the run's per-step schedule in the per-epoch slot", by="evalkit")
+    recorded = EffectiveConfig(deviations=[ours, ALREADY]).as_json()["deviations"]
+    assert recorded == [{"code": "lr.per_epoch", "text": ours.text, "by": "evalkit"},
+                        {"code": ALREADY.code, "text": ALREADY.text}]
+    assert EffectiveConfig.of({"deviations": recorded}).deviations == [ours, ALREADY]
+    assert ours.declared.startswith("evalkit's setting") and ALREADY.declared == ALREADY.text
+    with pytest.raises(ValueError, match="by='page'"):
+        Deviation("lr", "text", by="page")
+
+
 def test_a_plain_dict_is_read_as_one_and_a_typed_key_of_the_wrong_shape_is_refused():
     plain = EffectiveConfig.of({"loop": "third party", "known_deviations": ["old words"]})
     assert plain.deviations == [] and plain.details == {"loop": "third party", "known_deviations": ["old words"]}

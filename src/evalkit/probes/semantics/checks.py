@@ -18,7 +18,7 @@ def declared_lookup(effective: dict) -> Callable[[str], str]:
     deviations = EffectiveConfig.of(effective).deviations
 
     def declared(code: str) -> str:
-        return next((d.text for d in deviations if d.explains(code)), "")
+        return next((d.declared for d in deviations if d.explains(code)), "")
     return declared
 
 

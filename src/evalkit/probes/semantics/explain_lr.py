@@ -27,11 +27,19 @@ def _cumulative_micro(rows: list[dict]) -> dict[int, int]:
     return out
 
 
+def _epoch_of(windows: list[Window]) -> Callable[[int], int]:
+    """The epoch of optimizer step k: its window's; past the windows (a wrapper that ran on beyond max_steps to its
+    epoch's end), epochs of as many steps as the first one held."""
+    known = {w.step: w.epoch for w in windows}
+    per_epoch = sum(1 for w in windows if w.epoch == min(known.values())) if known else 0
+    return lambda k: known[k] if k in known else (k - 1) // per_epoch if per_epoch else 0
+
+
 def lr_candidates(cal: Caliber, rows: list[dict], windows: list[Window]) -> list[tuple[str, str, Completed]]:
     """(code, plain words, predicted LR of step k) for each alternative LR semantics."""
     micro_before = _cumulative_micro(rows)
     window_size = {int(r["step"]): int(r.get("micro_batches") or 1) for r in rows}
-    epoch_of = {w.step: w.epoch for w in windows}
+    epoch_of = _epoch_of(windows)
     a, W = cal.grad_accum, cal.world_size
     out: list[tuple[str, str, Completed]] = [
         ("lr.per_micro_batch", "the scheduler stepped once per micro-batch (its count = micro-batches run)",
@@ -40,7 +48,7 @@ def lr_candidates(cal: Caliber, rows: list[dict], windows: list[Window]) -> list
          "LR of its window's last micro-batch)",
          lambda k: cal.lr_at(micro_before.get(k, 0) + window_size.get(k, 1) - 1)),
         ("lr.per_epoch", "the scheduler stepped once per epoch (its count = epochs completed)",
-         lambda k: cal.lr_at(epoch_of.get(k, 0))),
+         lambda k: cal.lr_at(epoch_of(k))),
     ]
     for m in (2, 3, 4):
         out.append(("lr.twice_per_step", f"the scheduler stepped {m} times per optimizer step",
@@ -106,8 +114,8 @@ def check_sched_count(job: str, rows: list[dict], windows: list[Window], declare
     wrong = [k for k in sorted(counts) if counts[k] != k - 1]
     if not wrong or not any(counts.values()):      # all zero: the wrapper moves the LR without step() calls
         return []
-    micro_before, epoch_of = _cumulative_micro(rows), {w.step: w.epoch for w in windows}
-    models = [("once per micro-batch", lambda k: micro_before.get(k)), ("once per epoch", lambda k: epoch_of.get(k))]
+    micro_before, epoch_of = _cumulative_micro(rows), _epoch_of(windows)
+    models = [("once per micro-batch", lambda k: micro_before.get(k)), ("once per epoch", epoch_of)]
     models += [(f"{m} times per optimizer step", lambda k, m=m: m * (k - 1)) for m in (2, 3, 4)]
     models += [("once per optimizer step, counted one ahead", lambda k: k),
                ("once per optimizer step, counted one behind", lambda k: max(0, k - 2))]

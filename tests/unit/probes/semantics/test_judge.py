@@ -81,6 +81,19 @@ def test_unknown_lr_is_unexplained_and_a_declared_deviation_is_quoted(jobs):
     assert finding.declared == "the LR scheduler is stepped by the wrapper's own rule"   # its family, by code
 
 
+def test_a_deviation_that_is_evalkits_choice_is_labelled_as_evalkits_setting(jobs):
+    """Issue 43: where the quick start's page makes no choice (no scheduler on Lightning's or Poutyne's page), the
+    pairing evalkit chose is labelled as its own in the finding, not read as the wrapper's behaviour."""
+    from evalkit.effective import EVALKITS_SETTING
+
+    for by, label in (("evalkit", f"{EVALKITS_SETTING}: "), ("wrapper", "")):
+        job = jobs["ws1-noclip"]
+        job.effective = {"deviations": [{"code": "lr", "text": "the schedule stepped by its own rule", "by": by}]}
+        factor = Caliber.of(job.config).factor()
+        _plant_lr(job, lambda k, factor=factor: 0.05 * (1.1 if k == 5 else 1.0) * factor(k - 1))
+        assert only(judge([job]), "unexplained.lr").declared == f"{label}the schedule stepped by its own rule"
+
+
 ALREADY = {"code": "resume.finished_run_restarts",
            "text": "Engine.run on a state that already reached max_iters starts a new run from iteration 0"}
 

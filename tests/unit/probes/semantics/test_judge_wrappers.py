@@ -51,3 +51,20 @@ def test_at_the_former_clip_norm_the_unapplied_clip_is_missing_evidence_not_a_pa
     assert result["notes"][0].startswith("besides the findings, the evidence a pass requires is missing: ")
     assert f"clipping at {clip:.6g} changed no checked update" in result["notes"][0]
     assert result["figures"]["evidence_gaps"] == 1
+
+
+def test_poutyne_quick_start_lr_per_epoch_is_matched_past_max_steps_and_labelled_as_evalkits_setting():
+    """Poutyne's quick start (poutyne.defaults.json.gz, recorded with `evalkit probe=semantics trainer=poutyne
+    trainer.mode=defaults`, poutyne 1.19.0) has no scheduler: evalkit hands its per-step schedule to Poutyne's
+    per-epoch LambdaLR callback, and Poutyne stops only at an epoch's end (12 steps for max_steps=10). The LR was
+    once `unexplained.lr`: the epochs of the two steps past max_steps were unknown (issue 43). Now each step's LR is
+    the schedule at its epoch, and the declared deviation says the pairing is evalkit's, not the page's."""
+    from evalkit.effective import EVALKITS_SETTING
+
+    result = judged("poutyne.defaults")
+    found = {f["code"]: f for f in result["findings"]}
+    assert "unexplained.lr" not in found and "steps.extra" in found
+    lr = found["lr.per_epoch"]
+    assert lr["explained_by"][0] == "the scheduler stepped once per epoch (its count = epochs completed)"
+    assert lr["declared"].startswith(f"{EVALKITS_SETTING}: defaults: the quick start has no scheduler")
+    assert len(lr["evidence"]["steps"]) == 12
