@@ -54,8 +54,11 @@ Modes
     override of the epoch count); `per_device_train_batch_size`, `gradient_accumulation_steps` -> the run's;
     `bf16=True` -> `bf16=True` only when the run asks bf16_mixed (`fp16=True` for fp16_mixed, which the Trainer
     runs in fp32 on CPU without a word); `learning_rate` -> `train.lr`; `logging_steps=10` as written;
-    `eval_strategy`/`save_strategy="epoch"` -> `"steps"` with `eval_steps`/`save_steps` =
-    `train.val_every`/`train.ckpt_every` (`max_steps` when 0: only at the end);
+    `eval_strategy`/`save_strategy="epoch"` -> `"steps"` with `eval_steps` = `train.val_every` (`max_steps` when 0:
+    only at the end) and `save_steps` = `eval_steps`: the page saves at every evaluation, and its
+    `load_best_model_at_end=True` (kept: it decides the weights the user ends with) requires saving on the evaluation
+    cadence, so the run's `ckpt_every` is not used in this mode; after training the Trainer loads the checkpoint with
+    the best `eval_loss` back into the model (`model.best_loaded`);
   * the recipe, through the reference's arguments: `weight_decay` (the Trainer decays only the parameters
     `get_decay_parameter_names` returns: not biases, not norm weights); `optim`: `sgd` -> `"sgd"` with
     `optim_args="momentum=<train.momentum>"`; `adamw` -> left out: the default, `"adamw_torch_fused"` on
@@ -75,8 +78,8 @@ Modes
   * left to the Trainer: `seed=42` (so every evalkit seed gets the same data order), its seedable random
     sampler, its sharded, padded evaluation loader with `per_device_eval_batch_size=8`, `report_to="none"`
     (5.24's default), DDP with `find_unused_parameters=True` (its default for a plain `nn.Module`), pinned
-    memory, tqdm. What the page writes and evalkit replaces (model, data, `gradient_checkpointing`,
-    `load_best_model_at_end`, the hub) is listed once, in `departures`;
+    memory, tqdm. What the page writes and evalkit replaces (model, data, `gradient_checkpointing`, the hub) is
+    listed once, in `departures`;
   * on a token task the model is `CausalLMTaskModule`, whose forward takes `**kwargs` as the page's causal LM's
     does: a Trainer of 4.46 or later sees `model_accepts_loss_kwargs`, passes it the window's target tokens
     (`num_items_in_batch`, summed over the ranks: `average_tokens_across_devices` defaults to True) and does not
@@ -363,6 +366,9 @@ DEVIATIONS = (
     Deviation("loss_norm", "transformers before 4.46: the Trainer divides each micro-batch's mean loss by "
               "gradient_accumulation_steps, a mean of micro-batch means; the token mean over the window "
               "(compute_loss_func with num_items_in_batch) came in 4.46"),
+    Deviation("model.best_loaded", "defaults: load_best_model_at_end=True (the page's): after training the Trainer "
+              "loads the checkpoint with the best eval_loss back into the model, so the model the user ends with may "
+              "be an earlier evaluation's, not the last optimizer step's (see best_model_checkpoint)"),
     Deviation("val.repeated", "defaults: at world size > 1 the evaluation loader, prepared by Accelerate with "
               "even_batches, repeats samples to even out the ranks: the model runs them twice; the evaluation loop "
               "gathers with gather_for_metrics, so the metric counts each sample once (evalkit's too: "
@@ -404,11 +410,6 @@ class HFTrainerAdapter(WrapperAdapter):
                   "the Trainer enables it through the model's activation_checkpointing_enable (a PreTrainedModel "
                   "method evalkit's plain nn.Module does not have: it would raise); recomputing activations "
                   "trades compute for memory and leaves the gradients as they are",
-                  "model"),
-        Departure("load_best_model_at_end=True left out",
-                  "evalkit judges the model it hooked as max_steps optimizer steps left it; loading the best "
-                  "checkpoint back into it after training would replace those weights (and the page's rule, saving "
-                  "steps a multiple of evaluation steps, would refuse evalkit's val_every/ckpt_every cadences)",
                   "model"),
         Departure("login() and trainer.push_to_hub() left out",
                   "evalkit's model is never published: the hub is not contacted (HF_HUB_OFFLINE=1)",
@@ -476,7 +477,8 @@ class HFTrainerAdapter(WrapperAdapter):
             **({"max_grad_norm": job.grad_clip} if job.grad_clip is not None else {}),
             "logging_steps": PAGE_LOGGING_STEPS,
             "eval_strategy": "steps", "eval_steps": job.val_every or job.max_steps,
-            "save_strategy": "steps", "save_steps": job.ckpt_every or job.max_steps,
+            # the page saves at every evaluation; load_best_model_at_end requires it
+            "save_strategy": "steps", "save_steps": job.val_every or job.max_steps, "load_best_model_at_end": True,
             **({"use_cpu": True} if job.device.type == "cpu" else {}),
         }
 
@@ -562,6 +564,9 @@ class HFTrainerAdapter(WrapperAdapter):
         self._record(job, trainer, None, resume, start_step)
         self._effective["quick_start_arguments"] = arguments
         trainer.train(resume_from_checkpoint=resume)
+        # which weights the user ends with: load_best_model_at_end loaded this checkpoint after the last step
+        self._effective["best_model_checkpoint"] = trainer.state.best_model_checkpoint
+        self._effective["best_metric"] = trainer.state.best_metric
 
     def _check_order(self, job: TrainJob, trainer, epoch: int) -> None:
         """Accelerate's sharding of the global order must reproduce evalkit's per-rank order."""
@@ -626,8 +631,8 @@ class HFTrainerAdapter(WrapperAdapter):
                                *state_deviations(accelerator))
         if job.task.loss_terms is not None and not takes_compute_loss_func():
             self.record_deviations("loss_norm")
-        if self.mode == "defaults" and job.world_size > 1:
-            self.record_deviations("val.repeated")
+        if self.mode == "defaults":
+            self.record_deviations("model.best_loaded", *(["val.repeated"] if job.world_size > 1 else []))
         report["compute_loss_func"] = type(trainer.compute_loss_func).__name__ \
             if getattr(trainer, "compute_loss_func", None) is not None else None
         self.explicit_settings = explicit

@@ -30,7 +30,7 @@ RUN = ["trainer=hf_trainer", "trainer._target_=test_quick_start_hf_trainer.SpyAd
 TRANSLATED = {"output_dir", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "bf16",
               "fp16", "learning_rate", "weight_decay", "optim", "optim_args", "adam_beta1", "adam_beta2",
               "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "logging_steps", "eval_strategy",
-              "eval_steps", "save_strategy", "save_steps", "use_cpu"}
+              "eval_steps", "save_strategy", "save_steps", "load_best_model_at_end", "use_cpu"}
 
 
 class SpyAdapter(HFTrainerAdapter):

@@ -4,8 +4,8 @@ The truth caliber is a configuration where what a careful loop must do is comput
 MLP (433 parameters, no dropout), plain SGD, accumulation over 3 micro-batches in epochs of 10 (world size 1)
 or 5 (world size 2) micro-batches per rank, so every epoch ends on a short window; warm-up then linear
 decay over 10 optimizer steps (2.5 epochs at world size 1, 5 at world size 2); fp32; the parameters
-recorded after every optimizer step; 17 validation samples, so that a distributed sampler that evens out two ranks
-repeats one (`val.repeated`). Per world size, one job without clipping and one with clipping at a norm
+recorded after every optimizer step; 19 validation samples, so that a distributed sampler that evens out two ranks
+repeats one (`val.repeated`) while evalkit's own shards (10 and 9) still give both ranks 3 batches. Per world size, one job without clipping and one with clipping at a norm
 that binds on most of its steps, and already on most windows' partial sums, so that clipping per micro-batch shows (the
 lowest decile of the windows' largest partial sums along the oracle's own run at the clip job's seed:
 `oracle.clip_norm_for`), with another seed, so that a data order which ignores evalkit's seed shows as
@@ -28,7 +28,7 @@ window differs from the mean of micro-batch means by 10 % and more: the oracle e
 from __future__ import annotations
 
 TRUTH_CALIBER: dict[str, object] = {
-    "task.n_train": 41, "task.n_val": 17, "task.in_dim": 8, "task.hidden": 16, "task.depth": 2,
+    "task.n_train": 41, "task.n_val": 19, "task.in_dim": 8, "task.hidden": 16, "task.depth": 2,
     "task.out_dim": 1, "task.noise": 0.1,
     "train.optimizer": "sgd", "train.momentum": 0.0, "train.weight_decay": 0.0, "train.lr": 0.05,
     "train.schedule": "linear", "train.warmup_steps": 3, "train.min_lr_ratio": 0.0,
