@@ -5,8 +5,8 @@ MLP (433 parameters, no dropout), plain SGD, accumulation over 3 micro-batches i
 or 5 (world size 2) micro-batches per rank, so every epoch ends on a short window; warm-up then linear
 decay over 10 optimizer steps (2.5 epochs at world size 1, 5 at world size 2); fp32; the parameters
 recorded after every optimizer step; 19 validation samples, so that a distributed sampler that evens out two ranks
-repeats one (`val.repeated`) while evalkit's own shards (10 and 9) still give both ranks 3 batches. Per world size, one job without clipping and one with clipping at a norm
-that binds on most of its steps, and already on most windows' partial sums, so that clipping per micro-batch shows (the
+repeats one (`val.repeated`) while evalkit's own shards (10 and 9) still give both ranks 3 batches. Per world size,
+one job without clipping and one with clipping at a norm that binds on most of its steps, and already on most windows' partial sums, so that clipping per micro-batch shows (the
 lowest decile of the windows' largest partial sums along the oracle's own run at the clip job's seed:
 `oracle.clip_norm_for`), with another seed, so that a data order which ignores evalkit's seed shows as
 the same order under two seeds. Every job is stopped and failed past 120 s (the slowest measured here: about 15 s, the
