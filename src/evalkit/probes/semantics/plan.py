@@ -23,8 +23,9 @@ window or carries its gradient into the next epoch shows it on every step, not o
 one more SGD job at the smallest world size, another seed again, on the token caliber (`TOKENS`): the same windows
 over tiny_lm's variable-length sequences, padded targets ignored in the loss (1,256 parameters), so the micro-batches
 of a window hold different numbers of target tokens (18 to 43 at seed 0) and the token mean over the window differs
-from the mean of micro-batch means by 10 % and more: the oracle expects the former. """ from __future__ import
-annotations
+from the mean of micro-batch means by 10 % and more: the oracle expects the former.
+"""
+from __future__ import annotations
 
 TRUTH_CALIBER: dict[str, object] = {
     "task.n_train": 41, "task.n_val": 19, "task.in_dim": 8, "task.hidden": 16, "task.depth": 2,
