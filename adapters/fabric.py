@@ -50,9 +50,11 @@ Modes
     each `optimizer.step()` (and `zero_grad()`);
   * validation ("How to structure your code with Fabric", "Training, Validation, Testing"): the validation
     loader set up like the training one, `validate(fabric, model, val_dataloader)` doing `model.eval()` and a
-    forward per batch, at the run's cadence: after the optimizer steps `job.should_validate` names (every
-    `train.val_every` steps and the last, the run's own definition of its cadence, in place of the page's
-    `epoch % validate_every_n_epoch == 0`). The page's `validate` sets `model.eval()` and nothing sets
+    forward per batch, at the page's cadence: after every epoch with `epoch % validate_every_n_epoch == 0`
+    (`VALIDATE_EVERY_N_EPOCH`: the page leaves n; 1), the last, cut short at max_steps, included. Fabric has no
+    setting for a validation cadence (the loop is the user's code), so the run's `val_every` is not translated:
+    evalkit's one cadence rule (docs/adapters.md), and the `val.cadence` deviation says so. The page's `validate`
+    sets `model.eval()` and nothing sets
     `model.train()` again (`train` calls it once, before its epoch loop): training after the first validation
     runs in eval mode, as it does for a user of the page;
   * checkpoints ("Saving and Loading Checkpoints"): `state = {"model", "optimizer", "scheduler", "step",
@@ -82,6 +84,7 @@ PRECISION_DOCS = "https://lightning.ai/docs/fabric/stable/api/fabric_args.html#p
 FABRIC_VERSION = "2.6.6"           # the installed lightning whose Fabric pages defaults mode follows
 FABRIC_DOCS = f"https://lightning.ai/docs/fabric/{FABRIC_VERSION}"
 PAGE_STRATEGY = "ddp"              # Fabric(accelerator="cuda", devices=8, strategy="ddp") on the Convert page
+VALIDATE_EVERY_N_EPOCH = 1         # the page's `if epoch % validate_every_n_epoch == 0` (it leaves n to the user)
 
 
 # The setting that aligns each kind of semantic finding (probe codes, or their family before the dot), reported as
@@ -98,6 +101,8 @@ ALIGNS = {
     "micro.train_mode": "model.train() again after each validation (the page's validate() leaves the model in "
                         "eval mode)",
     "batch.partial": "DataLoader(..., drop_last=True)",
+    "val.cadence": "validate in the loop after the optimizer steps the run asks for (if step % val_every == 0 or "
+                   "step == max_steps: validate(...)): the loop is the user's code",
     "order": "fabric.setup_dataloaders(loader, use_distributed_sampler=False) over evalkit's sampler",
     "val.repeated": "fabric.setup_dataloaders(val_loader, use_distributed_sampler=False) over each rank's own shard",
     "clip": "fabric.clip_gradients(model, optimizer, max_norm=max_norm, error_if_nonfinite=False)",
@@ -127,6 +132,9 @@ class FabricPassSampler(OrderedSampler):
 
 
 DEVIATIONS = (   # defaults mode: what the pages' loop does differently from the baseline
+    Deviation("val.cadence", "Fabric has no setting for a validation cadence (the loop is the user's code): the "
+              "page validates after every validate_every_n_epoch-th epoch (n left to the user: 1), also after the "
+              "last epoch cut short at max_steps, not every val_every optimizer steps"),
     Deviation("val.repeated", "at world size > 1 fabric.setup_dataloaders' DistributedSampler pads the validation "
               "set to even out the ranks: the repeated samples are run and counted"),
     Deviation("loss.window_summed", "each micro-batch loss goes to fabric.backward undivided: a step's gradients "
@@ -348,13 +356,13 @@ class FabricAdapter(WrapperAdapter):
                 scheduler.step()
                 step += 1
                 fabric.call("on_optimizer_step_end", self, job=job, model=model, step=step)
-                if job.should_validate(step) or self.should_stop:
-                    self._validate_defaults(model, val_dataloader)
                 if job.should_checkpoint(step):
                     state.update(step=step, epoch=epoch)
                     fabric.save(job.checkpoint_path(step, CKPT_SUFFIX), state)
                 if step >= job.max_steps or self.should_stop:
                     break
+            if epoch % VALIDATE_EVERY_N_EPOCH == 0:      # the page's validation, after its train(...) returns
+                self._validate_defaults(model, val_dataloader)
             epoch += 1
 
     @staticmethod

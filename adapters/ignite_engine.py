@@ -60,8 +60,11 @@ Modes
     `create_supervised_evaluator(model, metrics=val_metrics, device=device)` (`amp_mode` as the trainer's);
   * the page's handlers: `log_training_loss` on `Events.ITERATION_COMPLETED(every=log_interval)` with the
     page's `log_interval = 100` (it prints), `log_training_results` (`train_evaluator.run(train_loader)`) and
-    `log_validation_results` (`val_evaluator.run(val_loader)`) on `Events.EPOCH_COMPLETED`, both printing; no
-    validation at the end of a run that stops inside an epoch (the page has none);
+    `log_validation_results` (`val_evaluator.run(val_loader)`), both printing, at the run's validation cadence
+    translated through Ignite's own event filter (the page's `Events.ITERATION_COMPLETED(every=...)`, which it uses
+    for logging): after every `val_every * grad_accum` iterations (an optimizer step ends every grad_accum-th) and
+    the last, instead of the page's `Events.EPOCH_COMPLETED` (evalkit's one cadence rule: a wrapper's own setting
+    where it has one; docs/adapters.md);
   * the run's schedule: `LRScheduler(job.make_scheduler(optimizer))` on `Events.ITERATION_STARTED`, the way
     `LRScheduler`'s documentation attaches it (it sets the LR from `get_lr()` before every iteration, that is
     every micro-batch, and never calls `scheduler.step()`);
@@ -143,11 +146,6 @@ ALIGNS = {
     "val.cadence": "the validation handler on Events.ITERATION_COMPLETED(every=val_every * grad_accum) and "
                    "Events.COMPLETED instead of the quick start's Events.EPOCH_COMPLETED",
     "val.repeated": "idist.auto_dataloader(val_set, sampler=a sampler over each rank's own shard, without padding)",
-    # Ignite has no sanity check: the quick start's EPOCH_COMPLETED validation fires before the first optimizer step
-    # when an epoch is shorter than a window
-    "forward.before_training": "the validation handler on Events.ITERATION_COMPLETED(every=val_every * grad_accum) "
-                               "instead of the quick start's Events.EPOCH_COMPLETED (an epoch shorter than a window "
-                               "ends before its first optimizer step)",
 }
 
 class _RNGState:
@@ -227,9 +225,6 @@ DEVIATIONS = (   # all of defaults mode: what the quick start does differently
               "setup_common_training_handlers), not evalkit's order"),
     Deviation("batch.partial", "defaults: no drop_last at one process (the getting-started page's DataLoader): an "
               "epoch's last micro-batch may be smaller; several: drop_last=True, the distributed tutorial's"),
-    Deviation("val.cadence", "defaults: after every epoch the quick start runs train_evaluator on the whole training "
-              "loader and val_evaluator on the validation loader (eval mode, no_grad), wherever the epoch ends in an "
-              "accumulation window; no validation at the run's val_every, none when the run stops inside an epoch"),
     Deviation("val.repeated", "defaults: at world size > 1 idist.auto_dataloader's DistributedSampler pads the "
               "validation set to even out the ranks: the repeated samples are run and counted in Loss"),
     Deviation("precision.mismatch", "defaults: amp_mode='amp' autocasts with device 'cuda' and its default dtype "
@@ -421,10 +416,15 @@ class IgniteAdapter(WrapperAdapter):
                          "the tutorial's setup_common_training_handlers: train_sampler.set_epoch(epoch - 1)")
         self._attach(trainer, Events.ITERATION_COMPLETED(every=LOG_INTERVAL), log_training_loss,
                      f"the quick start's log_training_loss, every log_interval={LOG_INTERVAL} iterations")
-        self._attach(trainer, Events.EPOCH_COMPLETED, log_training_results,
-                     "the quick start's train_evaluator.run(train_loader) after every epoch")
-        self._attach(trainer, Events.EPOCH_COMPLETED, log_validation_results,
-                     "the quick start's val_evaluator.run(val_loader) after every epoch")
+        # the run's cadence through Ignite's event filter, in place of the page's EPOCH_COMPLETED
+        validate_every = (job.val_every or job.max_steps) * job.grad_accum
+        validate_at = Events.ITERATION_COMPLETED(event_filter=lambda _, it: it % validate_every == 0 or it == max_iters)
+        self._attach(trainer, validate_at, log_training_results,
+                     "the quick start's train_evaluator.run(train_loader), every val_every*grad_accum iterations and "
+                     "the last")
+        self._attach(trainer, validate_at, log_validation_results,
+                     "the quick start's val_evaluator.run(val_loader), every val_every*grad_accum iterations and the "
+                     "last")
         self._attach(trainer, Events.ITERATION_COMPLETED(event_filter=lambda _, it: it % every == 0 or it == max_iters),
                      checkpoint, "Checkpoint at the run's cadence: every ckpt_every*grad_accum iterations and the last")
         self.attach_handlers(job, trainer, model)

@@ -150,8 +150,8 @@ DEVIATIONS = (   # all of defaults mode: what the quick start does differently
     Deviation("sched.count", "defaults: the quick start has no scheduler; evalkit's per-step schedule in Poutyne's "
               "LambdaLR callback: its step count is the number of epochs completed, not of optimizer steps",
               by="evalkit"),
-    Deviation("val.cadence", "defaults: validation (validation_data) after every epoch, not every val_every optimizer "
-              "steps"),
+    Deviation("val.cadence", "defaults: Model.fit has no setting for a validation cadence in steps: validation "
+              "(validation_data) after every epoch, not every val_every optimizer steps"),
     Deviation("loss.per_sample_mean", "defaults: batches_per_step divides the window's summed loss * batch size "
               "gradient by its samples: the epoch's incomplete last batch weighs by its size in its window"),
     Deviation("loss_norm", "defaults: a task whose samples hold different numbers of loss terms (tokens): "

@@ -3,8 +3,8 @@ Ignite's own factories spied on while the adapter runs (`SpyAdapter`, loaded by 
 that `create_supervised_trainer` gets the run's own optimizer and only the arguments the run asks for (no clipping
 option exists: the run's clip is not passed anywhere), that the data come from a plain shuffling loader (no sampler
 of evalkit's, no drop_last), that the trainer carries the quick start's handlers (log_training_loss every
-log_interval iterations, the training-set and validation-set evaluations after every epoch, no validation at the
-end of the run), the LRScheduler on ITERATION_STARTED, and that the quick-start pages and departures land in the
+log_interval iterations, the training-set and validation-set evaluations at the run's cadence through Ignite's event
+filter, issue 43's one cadence rule, instead of the page's EPOCH_COMPLETED), the LRScheduler on ITERATION_STARTED, and that the quick-start pages and departures land in the
 effective config."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.smoke
 pytest.importorskip("ignite")
 
 # 18 samples in micro-batches of 4: 5 iterations an epoch (the last of 2 samples); 4 optimizer steps of 2
-# micro-batches are 8 iterations, so the run stops inside its second epoch: one epoch's evaluations, none at the end.
+# micro-batches are 8 iterations, so the run stops inside its second epoch; val_every=1: evaluations every 2.
 RUN = ["trainer=ignite", "trainer._target_=test_quick_start_ignite.SpyAdapter", "trainer.name=ignite_spy",
        "trainer.mode=defaults", "task.n_train=18", "task.n_val=8", "task.hidden=8", "train.batch_size=4",
        "train.grad_accum=2", "train.max_steps=4", "train.val_every=1", "train.ckpt_every=0", "train.grad_clip=0.5",
@@ -124,13 +124,13 @@ def test_the_data_come_from_a_plain_shuffling_loader(spied):
 def test_the_trainer_carries_the_quick_starts_handlers_and_schedule(spied):
     seen, _, _ = spied
     handlers = seen["handlers"]
-    epoch_completed = [h for event, names in handlers.items() if event.startswith("Events.EPOCH_COMPLETED")
-                       for h in names]
-    assert epoch_completed == ["log_training_results", "log_validation_results"]
-    assert any("ITERATION_COMPLETED" in event and "log_training_loss" in names for event, names in handlers.items())
-    assert not any(event.startswith("Events.COMPLETED") for event in handlers)      # no end-of-run validation
-    # one epoch ended inside the run (at iteration 5): the training set, then the validation set, once each
-    assert seen["evaluations"] == [[0, 5], [1, 5]]
+    assert not any(event.startswith("Events.EPOCH_COMPLETED") for event in handlers)     # not the page's cadence
+    iteration = [h for event, names in handlers.items() if event.startswith("Events.ITERATION_COMPLETED")
+                 for h in names]
+    assert {"log_training_loss", "log_training_results", "log_validation_results"} <= set(iteration)
+    # the run's cadence: after every optimizer step (val_every=1: every 2 iterations) and the last, the training set
+    # then the validation set, once each
+    assert seen["evaluations"] == [[index, it] for it in (2, 4, 6, 8) for index in (0, 1)]
     assert seen["lr_handlers"] == [{"scheduler": "LambdaLR", "args": 0, "kwargs": [],
                                     "lambdas": seen["lr_handlers"][0]["lambdas"]}]
     assert seen["lr_handlers"][0]["lambdas"][0].startswith("WarmupSchedule(kind='linear', warmup_steps=1")
