@@ -1,11 +1,11 @@
-"""Ignite's defaults mode is its quick start (issue 29): one short real defaults job through `evalkit`, with
-Ignite's own factories spied on while the adapter runs (`SpyAdapter`, loaded by the worker from this module), shows
-that `create_supervised_trainer` gets the run's own optimizer and only the arguments the run asks for (no clipping
-option exists: the run's clip is not passed anywhere), that the data come from a plain shuffling loader (no sampler
-of evalkit's, no drop_last), that the trainer carries the quick start's handlers (log_training_loss every
-log_interval iterations, the training-set and validation-set evaluations at the run's cadence through Ignite's event
-filter, issue 43's one cadence rule, instead of the page's EPOCH_COMPLETED), the LRScheduler on ITERATION_STARTED, and that the quick-start pages and departures land in the
-effective config."""
+"""Ignite's defaults mode is its quick start (issue 29): one short real defaults job through `evalkit`, with Ignite's
+own factories spied on while the adapter runs (`SpyAdapter`, loaded by the worker from this module), shows that
+`create_supervised_trainer` gets the run's own optimizer and only the arguments the run asks for (no clipping option
+exists: the run's clip is not passed anywhere), that the data come from a plain shuffling loader (no sampler of
+evalkit's, no drop_last), that the trainer carries the quick start's handlers (log_training_loss every log_interval
+iterations, the training-set and validation-set evaluations at the run's cadence through Ignite's event filter, issue
+43's one cadence rule, instead of the page's EPOCH_COMPLETED), the LRScheduler on ITERATION_STARTED, and that the
+quick-start pages and departures land in the effective config."""
 from __future__ import annotations
 
 import json
