@@ -23,6 +23,7 @@ from evalkit.verdict.checks import evidence_warnings
 from evalkit.verdict.dimensions import (
     DIMENSIONS,
     NOT_RUN,
+    PASS,
     DimensionResult,
     judge_consistency,
     judge_functional,
@@ -140,7 +141,10 @@ def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, opti
                                       options.curve_confidence, options.curve_min_run, options.curve_rtol)
     consistency = [c for c in comps if c.kind == EQUIVALENCE]
     dims = {d: judge_probe(arm, d) for d in DIMENSIONS}
+    functional_probe = dims["functional"].status
     dims["functional"] = judge_functional(arm, nonfinite_runs(arm.finished, _metric_key(arm, options)))
+    if functional_probe == NOT_RUN and dims["functional"].status == PASS:   # a pass on the sweep's jobs alone: said
+        dims["functional"] = from_sweep(dims["functional"], "functional")
     # A probe's answer, when the arm has one, is the column's: it was measured for that question (paired,
     # interleaved, one switch at a time); the sweep's own comparison stays in the report's tables. Only where no
     # probe ran at all (a crashed probe is a cell of its own) does the sweep's comparison fill it, and says so.

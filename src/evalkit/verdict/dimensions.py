@@ -60,6 +60,8 @@ def judge_functional(arm: Arm, nonfinite: list[NonFinite] = ()) -> DimensionResu
     figure = f"{len(arm.finished)}/{len(jobs)} runs ok"
     if probe.status == FAIL:
         return DimensionResult(FAIL, figure + ", probe failed", probe.reasons)
+    if probe.status == INCONCLUSIVE:     # its machinery crashed or it could not decide: the runs alone are no pass
+        return DimensionResult(INCONCLUSIVE, f"{figure}, {probe.figure}", probe.reasons)
     return DimensionResult(PASS, figure)
 
 

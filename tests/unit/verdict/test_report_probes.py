@@ -265,3 +265,17 @@ def test_the_sweeps_comparison_fills_a_column_only_where_no_probe_ran_and_says_s
     for dim in ("consistency", "performance"):
         assert accelerate[dim].status != "not run" and accelerate[dim].figure.endswith("; sweep, no probe")
         assert accelerate[dim].reasons[-1].startswith(f"no {dim} probe ran for this arm: judged from the sweep's")
+
+
+def test_a_functional_column_without_its_probe_is_never_a_plain_pass():
+    """Issue 44: with its probe crashed (machinery, nothing judged) the functional column read `pass (3/3 runs ok)`,
+    and with no probe at all the same; now the crash is inconclusive, and the sweep's own jobs say they are the
+    only evidence, as consistency and performance do."""
+    verdict = verdict_with(crashed_record("probecrash06", "lightning", probe="functional"))
+    lightning = next(r for r in verdict.rows if r.key.trainer == "lightning").dimensions["functional"]
+    assert lightning.status == "inconclusive", lightning.cell()
+    assert lightning.figure == "3/3 runs ok, 1/1 probe runs crashed"
+    assert "evalkit's own probe machinery" in lightning.reasons[-1]
+    accelerate = next(r for r in verdict.rows if r.key.trainer == "accelerate").dimensions["functional"]
+    assert accelerate.status == "pass" and accelerate.figure == "3/3 runs ok; sweep, no probe", accelerate.cell()
+    assert accelerate.reasons[-1].startswith("no functional probe ran for this arm: judged from the sweep's")
