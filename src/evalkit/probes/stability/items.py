@@ -38,7 +38,11 @@ def refused_damaged(job: JobEvidence, kind: str, intact: JobEvidence | None = No
     """(status, outcome) of a resume offered a damaged checkpoint. It fails when it trained on (the damage
     accepted or the checkpoint ignored). A failure counts as refusing the damage when `intact` (a resume of an
     undamaged copy of the same checkpoint) succeeded, or, without that control, when the failure names the
-    checkpoint; otherwise it is not exercised (the wrapper may fail every resume, or crash for another reason)."""
+    checkpoint; otherwise it is not exercised (the wrapper may fail every resume, or crash for another reason).
+    A job that took optimizer steps before it failed did not refuse anything: it trained on the damage (or from
+    scratch), whatever ended it."""
+    if job.status != "FINISHED" and job.steps:
+        return FAIL, _trained_on(job, kind) + f", then failed ({job.failure_reason or job.status})"
     if job.status != "FINISHED":
         reason = job.failure_reason or f"ended {job.status}"
         if intact is not None and intact.status == "FINISHED" and intact.steps:
@@ -52,13 +56,19 @@ def refused_damaged(job: JobEvidence, kind: str, intact: JobEvidence | None = No
         return NOT_EXERCISED, (f"the resume failed ({reason}) without naming the checkpoint, and no resume of an "
                                "intact copy ran to tell a refusal from a crash for another reason (probe.only: "
                                "include its item's jobs)")
-    shared = f" ({SHARED_WITH_TORCH[kind]})" if kind in SHARED_WITH_TORCH else ""
     if not job.steps:
+        shared = f" ({SHARED_WITH_TORCH[kind]})" if kind in SHARED_WITH_TORCH else ""
         return FAIL, f"exited 0 without training: the {kind} checkpoint was accepted without a word{shared}"
+    return FAIL, _trained_on(job, kind)
+
+
+def _trained_on(job: JobEvidence, kind: str) -> str:
+    """What a resume offered a damaged checkpoint did with it, read from the steps it took."""
+    shared = f" ({SHARED_WITH_TORCH[kind]})" if kind in SHARED_WITH_TORCH else ""
     first, last = int(job.steps[0]["step"]), int(job.steps[-1]["step"])
     if first == 1:
-        return FAIL, f"started again from step 1 without a word (the {kind} checkpoint was ignored)"
-    return FAIL, f"loaded the {kind} checkpoint and trained steps {first}..{last} on it{shared}"
+        return f"started again from step 1 without a word (the {kind} checkpoint was ignored)"
+    return f"loaded the {kind} checkpoint and trained steps {first}..{last} on it{shared}"
 
 
 def exit_status(job: JobEvidence) -> int | None:

@@ -349,3 +349,18 @@ def test_a_quantity_the_interrupted_run_did_not_reproduce_is_not_compared_after_
     killed = run("kill", range(1, 10), status="FAILED", **shuffled)
     out = compare(REFERENCE, run("resume", range(7, STEPS + 1), start_params=6, **shuffled), 6, STEPS, killed)
     assert out.ok and "ids" in out.relaxed
+
+
+def test_a_damaged_checkpoint_loaded_and_trained_on_before_a_crash_is_no_refusal():
+    """Issue 44: a resume that loaded the damaged checkpoint, trained steps 13..15 on it and then crashed (its error
+    naming the checkpoint, or beside an intact copy's resume) read "refused it". Steps taken after the resume point
+    mean the damage was accepted: a fail, whatever ended the run."""
+    crashed = run("corrupt-truncated", range(13, 16), status="FAILED",
+                  reason="RuntimeError: checkpoint write failed at step 15")
+    status, text = refused_damaged(crashed, "truncated", run("resume-intact", range(13, STEPS + 1)))
+    assert status == FAIL and text.startswith("loaded the truncated checkpoint and trained steps 13..15 on it")
+    assert "then failed" in text
+    assert refused_damaged(crashed, "truncated")[0] == FAIL                     # no control: the same
+    restarted = run("corrupt-truncated", range(1, 4), status="FAILED", reason="RuntimeError: checkpoint gone")
+    status, text = refused_damaged(restarted, "truncated")
+    assert status == FAIL and text.startswith("started again from step 1")
