@@ -85,11 +85,12 @@ def judge_probe(arm: Arm, dim: str) -> DimensionResult:
     key, status = names.probe_pass(dim), names.probe_status(dim)
     runs = [r for r in arm.runs if key in r.metrics or r.tags.get(status) == INCONCLUSIVE]
     crashed = [r for r in arm.runs if _crashed(r, dim) and r not in runs]
-    runs += crashed
+    running = [r for r in arm.runs if _left_running(r, dim) and r not in runs]
+    runs += crashed + running
     if not runs:
         return DimensionResult(NOT_RUN)
     failed = [r for r in runs if key in r.metrics and r.metrics[key] < 0.5]
-    undecided = [r for r in runs if key not in r.metrics and r not in crashed]
+    undecided = [r for r in runs if key not in r.metrics and r not in crashed and r not in running]
     counted = [r.metrics[f"probe/{dim}/findings"] for r in runs if f"probe/{dim}/findings" in r.metrics]
     headlines = [r.tags[names.probe_headline(dim)] for r in (failed or undecided or runs)
                  if r.tags.get(names.probe_headline(dim))]
@@ -102,13 +103,16 @@ def judge_probe(arm: Arm, dim: str) -> DimensionResult:
             figure += ": " + _first_finding(failed[0].tags[names.probe_reason(dim)])
     if crashed:
         figure = (f"{figure}, " if headlines or counted else "") + f"{len(crashed)}/{len(runs)} probe runs crashed"
+    if running:
+        figure = (f"{figure}, " if headlines or counted or crashed else "") + \
+            f"{len(running)}/{len(runs)} probe runs still RUNNING"
     wrapper_crashed = [r for r in crashed if r.tags.get(names.PROBE_CRASHED_JOB)]
     if failed or wrapper_crashed:
         return DimensionResult(FAIL, figure, [_probe_reason(r, dim) for r in failed]
                                + [_crash_reason(r, dim) for r in crashed])
-    if undecided or crashed:
+    if undecided or crashed or running:
         return DimensionResult(INCONCLUSIVE, figure, [_probe_reason(r, dim, "could not decide") for r in undecided]
-                               + [_crash_reason(r, dim) for r in crashed])
+                               + [_crash_reason(r, dim) for r in crashed] + [_running_reason(r, dim) for r in running])
     return DimensionResult(PASS, figure)
 
 
@@ -116,6 +120,19 @@ def _crashed(run, dim: str) -> bool:
     """A probe run of `dim` that ended without judging (FAILED or KILLED: the probe itself crashed)."""
     return run.role == names.ROLE_PROBE and run.probe == dim and run.status in ("FAILED", "KILLED") \
         and names.probe_pass(dim) not in run.metrics
+
+
+def _left_running(run, dim: str) -> bool:
+    """A probe run of `dim` still RUNNING without an answer: at work, or its controller died (an OOM kill)."""
+    return run.role == names.ROLE_PROBE and run.probe == dim and run.status == "RUNNING" \
+        and names.probe_pass(dim) not in run.metrics
+
+
+def _running_reason(run, dim: str) -> str:
+    again = f"`evalkit probe={dim} {trainer_overrides(run.trainer)} trainer.mode={run.mode}`"
+    return (f"{dim} probe run {run.run_id[:8]} is still RUNNING with no answer: either it is at work (build the "
+            f"verdict again once it ends) or its controller died (an OOM kill, a lost node): `evalkit-ship <its run "
+            f"directory>` ends it, then run the probe again ({again})")
 
 
 def _crash_reason(run, dim: str) -> str:

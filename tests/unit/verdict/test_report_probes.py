@@ -279,3 +279,14 @@ def test_a_functional_column_without_its_probe_is_never_a_plain_pass():
     accelerate = next(r for r in verdict.rows if r.key.trainer == "accelerate").dimensions["functional"]
     assert accelerate.status == "pass" and accelerate.figure == "3/3 runs ok; sweep, no probe", accelerate.cell()
     assert accelerate.reasons[-1].startswith("no functional probe ran for this arm: judged from the sweep's")
+
+
+def test_a_probe_run_left_running_is_inconclusive_not_missing():
+    """Issue 44: a probe run left RUNNING (its controller OOM-killed, or still at work) with no answer read 'not run',
+    as if nobody had asked; it is inconclusive, naming the run and what to do."""
+    left = crashed_record("proberunning1", "lightning", probe="stability")
+    left = RunRecord(left.run_id, "RUNNING", {k: v for k, v in left.tags.items() if k != names.FAILURE_REASON}, {})
+    cell = next(r for r in verdict_with(left).rows if r.key.trainer == "lightning").dimensions["stability"]
+    assert cell.status == "inconclusive", cell.cell()
+    assert cell.figure == "1/1 probe runs still RUNNING"
+    assert "proberun " in cell.reasons[0] and "evalkit-ship" in cell.reasons[0]
