@@ -141,8 +141,10 @@ def judge(evidence: list[JobEvidence], leak_limit: float = P.LEAK_FLOOR, log_lim
     failed = [i for i in items if i.status == FAIL]
     judged = [i for i in items if i.status != NOT_EXERCISED]
     unexercised = [i for i in items if i.status == NOT_EXERCISED]
+    # drills with no job in this run (the preset planned no long run, no world size 2; probe.only picked others)
+    not_run = [name for name in P.ITEM_JOBS if name not in {i.name for i in items}]
     figures.update(items_passed=float(len(judged) - len(failed)), items_total=float(len(judged)),
-                   items_not_exercised=float(len(unexercised)),
+                   items_not_exercised=float(len(unexercised)), items_not_run=float(len(not_run)),
                    items_shared_with_torch=float(sum(1 for i in failed if i.shared_with_torch)),
                    resumes_bit_for_bit=float(sum(1 for i in items if i.outcome.startswith(BIT_FOR_BIT))))
     findings = [Finding(f"stability.{i.name}", i.title, i.seen_in(), i.first_step, size=i.outcome,
@@ -156,7 +158,13 @@ def judge(evidence: list[JobEvidence], leak_limit: float = P.LEAK_FLOOR, log_lim
         shown = [i.name.replace("_", " ") + (" (shared with plain torch)" if i.shared_with_torch else "")
                  for i in failed]
         headline += ": " + ", ".join(shown[:4]) + (" …" if len(shown) > 4 else "")
+    if not_run:
+        named = [n.replace("_", " ") for n in not_run]
+        headline += (f"; not run: {len(not_run)} drill{'s' if len(not_run) > 1 else ''} ("
+                     + ", ".join(named[:3]) + (", …" if len(named) > 3 else "") + ")")
     notes += [f"{i.name}: not exercised, {i.outcome}" for i in unexercised]
+    if not_run:
+        notes.append("not run (no job of theirs in this probe run): " + ", ".join(not_run))
     return ProbeResult("stability", passed=bool(judged) and not failed, findings=findings, figures=figures,
                        notes=notes, headline=headline, inconclusive=not judged, sections=[table(items)])
 

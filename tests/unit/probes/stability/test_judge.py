@@ -11,10 +11,15 @@ from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.stability.items import FAIL, NOT_EXERCISED, PASS, error_at_step, exit_status, refused_damaged
 from evalkit.probes.stability.judge import expected_resume_point, judge
 from evalkit.probes.stability.longrun import LEAK_RATIO, against_baseline, judge_long_run, slope
-from evalkit.probes.stability.plan import LEAK_FLOOR, LOG_FLOOR
+from evalkit.probes.stability.plan import ITEM_JOBS, LEAK_FLOOR, LOG_FLOOR
 from evalkit.probes.stability.resume import BIT_FOR_BIT, FAILED, NOT_REPRODUCIBLE, WITHIN_TOLERANCE, compare
 
 STEPS = 24
+
+
+def judged_part(headline: str) -> str:
+    """A headline without the drills this test's subset of jobs did not run (each test plants only its own)."""
+    return headline.split("; not run: ")[0]
 
 
 def run(name: str, steps: range, *, status: str = "FINISHED", reason: str = "", lr=lambda s: 1e-3 / s,
@@ -95,7 +100,7 @@ def test_an_error_caught_and_ended_with_exit_status_0_fails_whatever_the_worker_
     assert exit_status(run("x", range(1, 5), status="FAILED", reason="SystemExit: bye (caused by X: y)")) == 1
     assert exit_status(run("x", range(1, 5), status="FAILED", reason="RuntimeError: SystemExit: 0")) is None
     result = judge([quiet])
-    assert not result.passed and result.headline == "0/1 items: out of memory"
+    assert not result.passed and judged_part(result.headline) == "0/1 items: out of memory"
 
 
 def test_the_worker_keeps_the_exit_status_the_wrapper_asked_for():
@@ -129,8 +134,8 @@ def test_a_damaged_checkpoint_refused_counts_only_against_an_intact_copy_or_when
     ok, text = refused_damaged(run("c", range(13, STEPS + 1)), "truncated")
     assert ok == FAIL and text == "loaded the truncated checkpoint and trained steps 13..24 on it"
     result = judge([unrelated, broken])
-    assert result.inconclusive and result.headline == "0/0 items, 1 not exercised"
-    assert "corrupt_truncated: not exercised, the resume failed" in result.notes[-1]
+    assert result.inconclusive and judged_part(result.headline) == "0/0 items, 1 not exercised"
+    assert "corrupt_truncated: not exercised, the resume failed" in result.notes[-2]
 
 
 def test_flipped_bytes_loaded_fail_as_shared_with_plain_torch():
@@ -139,7 +144,7 @@ def test_flipped_bytes_loaded_fail_as_shared_with_plain_torch():
     assert status == FAIL and text.endswith("(shared with plain torch: torch.load checks no checksum)")
     refused = run("corrupt-truncated", range(0), status="FAILED", reason="UnpicklingError: pickle data was truncated")
     result = judge([loaded, refused, run("resume-intact", range(13, STEPS + 1))])
-    assert result.headline == "1/2 items: corrupt flipped (shared with plain torch)"
+    assert judged_part(result.headline) == "1/2 items: corrupt flipped (shared with plain torch)"
     (found,) = result.findings
     assert found.evidence["shared_with_torch"] is True and found.job == "corrupt-flipped"
     assert result.figures["items_shared_with_torch"] == 1
@@ -165,7 +170,7 @@ def test_a_fault_that_never_fired_is_not_exercised_not_passed():
     killed = run("kill-in-save", range(1, STEPS + 1), config={"train": {"ckpt_every": 6},
                                                             "faults": {"kill_in_save_after_step": 9}})
     result = judge([REFERENCE, killed])
-    assert result.inconclusive and "kill_during_write: not exercised" in result.notes[-1]
+    assert result.inconclusive and "kill_during_write: not exercised" in result.notes[-2]
 
 
 # ------------------------------------------------------------------ the leak rule on synthetic series
@@ -264,7 +269,7 @@ def test_without_the_baselines_long_run_the_leak_is_not_judged():
     alone = judge_long_run(_memory_job(300.0, rng, 300), None, LEAK_FLOOR, LOG_FLOOR)
     assert alone.status == NOT_EXERCISED and "gives the slopes nothing to be compared with" in alone.undecided[0]
     result = judge([_memory_job(0.4, rng, 300)])
-    assert result.inconclusive and result.headline == "0/0 items, 1 not exercised"
+    assert result.inconclusive and judged_part(result.headline) == "0/0 items, 1 not exercised"
 
 
 def test_slope_units_and_interval():
@@ -283,8 +288,8 @@ def test_an_interrupted_run_that_left_the_reference_before_the_kill_is_not_blame
     killed = run("kill-between", range(1, 10), status="FAILED", reason="worker killed by SIGKILL", **jittery,
                  config={"train": {"max_steps": STEPS, "ckpt_every": 6}, "faults": {"kill_after_step": 9}})
     result = judge([REFERENCE, killed, run("resume-between", range(7, STEPS + 1), start_params=6, **jittery)])
-    assert result.inconclusive and "kill_between: not exercised" in result.notes[-1]   # not a fail of the wrapper
-    assert result.headline == "0/0 items, 1 not exercised"
+    assert result.inconclusive and "kill_between: not exercised" in result.notes[-2]   # not a fail of the wrapper
+    assert judged_part(result.headline) == "0/0 items, 1 not exercised"
     same = run("kill", range(1, 10), status="FAILED")
     assert compare(REFERENCE, run("resume", range(7, STEPS + 1), start_params=6), 6, STEPS, same).ok
 
@@ -299,7 +304,7 @@ def test_a_loss_that_differs_from_the_same_inputs_is_not_reproducible_not_a_lost
     killed = run("kill-between", range(1, 10), status="FAILED", reason="worker killed by SIGKILL",
                  config={"train": {"max_steps": STEPS, "ckpt_every": 6}, "faults": {"kill_after_step": 9}})
     result = judge([REFERENCE, killed, run("resume-between", range(7, STEPS + 1), start_params=6, **off)])
-    assert result.inconclusive and not result.findings and "kill_between: not exercised" in result.notes[-1]
+    assert result.inconclusive and not result.findings and "kill_between: not exercised" in result.notes[-2]
     # the steps after it are still checked for what a resume can lose
     later = compare(REFERENCE, run("resume", range(7, STEPS + 1), start_params=6, lr=lambda s: 1e-3 / s * (
         2 if s == 12 else 1), **off), 6, STEPS)
@@ -327,7 +332,7 @@ def test_a_non_reproducible_wrapper_is_still_judged_on_everything_else():
     assert not out.ok and out.judged and out.diverged_at == 7
     assert "data position lost: step 7 trained on the samples of step 1" in out.text()
     result = judge([REFERENCE, killed, restarted])
-    assert not result.passed and not result.inconclusive and result.headline == "0/1 items: kill between"
+    assert not result.passed and not result.inconclusive and judged_part(result.headline) == "0/1 items: kill between"
     (found,) = result.findings
     assert found.code == "stability.kill_between" and "data position lost" in found.size
     assert "not compared: parameters and loss (not reproducible" in found.size
@@ -364,3 +369,16 @@ def test_a_damaged_checkpoint_loaded_and_trained_on_before_a_crash_is_no_refusal
     restarted = run("corrupt-truncated", range(1, 4), status="FAILED", reason="RuntimeError: checkpoint gone")
     status, text = refused_damaged(restarted, "truncated")
     assert status == FAIL and text.startswith("started again from step 1")
+
+
+def test_drills_the_plan_did_not_run_are_named_in_the_headline_and_counted():
+    """Issue 44: the quick and default presets plan no long run and no resume at world size 2; the headline read
+    "7/8 items" as if every drill had been judged. The drills with no job are named and counted."""
+    loaded = run("corrupt-flipped", range(13, STEPS + 1))
+    refused = run("corrupt-truncated", range(0), status="FAILED", reason="UnpicklingError: pickle data was truncated")
+    result = judge([loaded, refused, run("resume-intact", range(13, STEPS + 1))])
+    not_run = [name for name in ITEM_JOBS if name not in ("corrupt_flipped", "corrupt_truncated")]
+    assert result.figures["items_not_run"] == len(not_run) == 8
+    assert result.headline == ("1/2 items: corrupt flipped (shared with plain torch); not run: 8 drills (kill between, "
+                               "kill after checkpoint, kill during write, …)")
+    assert result.notes[-1] == "not run (no job of theirs in this probe run): " + ", ".join(not_run)

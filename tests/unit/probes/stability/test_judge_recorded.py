@@ -110,7 +110,8 @@ def test_what_the_judge_once_let_pass_fails_or_is_not_exercised():
     assert any(n.startswith("corrupt_truncated: not exercised, the resume failed (ValueError") and   # no fail
                "so did the resume of an intact copy" in n for n in c["notes"])
     assert c["figures"]["items_not_exercised"] == 1
-    assert c["headline"] == "0/4 items, 1 not exercised: kill between, out of memory, loss error, long run"
+    assert c["headline"] == ("0/4 items, 1 not exercised: kill between, out of memory, loss error, long run; not run: "
+                             "5 drills (kill after checkpoint, kill during write, kill ws2, …)")   # probe.only
 
 
 def test_the_verdicts_stability_column_shows_the_failed_items():
@@ -118,4 +119,5 @@ def test_the_verdicts_stability_column_shows_the_failed_items():
     cell = verdict_cell("stability", result, "unstable")
     assert cell.status == "fail" and cell.figure == result["headline"]
     assert cell.figure == ("0/4 items: kill between, kill after checkpoint, kill during write, corrupt flipped "
-                           "(shared with plain torch)")
+                           "(shared with plain torch); not run: 6 drills (kill ws2, corrupt truncated, corrupt other "
+                           "model, …)")
