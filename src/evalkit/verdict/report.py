@@ -91,7 +91,8 @@ def _versions(verdict: Verdict) -> list[Block]:
         return []
     out = [Block("h2", "What changed between versions")]
     for pair in pairs:
-        rows = [[c.dimension, c.before, c.after, ", ".join(c.appeared) or "-", ", ".join(c.gone) or "-"]
+        rows = [[c.dimension, c.before, c.after, ", ".join(c.appeared) or "-",
+                 ", ".join(c.gone) or (f"none (not judged: {', '.join(c.unjudged)})" if c.unjudged else "-")]
                 for c in pair.changes]
         out.append(Block("h3", pair.title))
         if rows:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from evalkit import names
 from evalkit.analysis.arms import Arm, ArmKey
 from evalkit.verdict.build import Verdict
-from evalkit.verdict.dimensions import DIMENSIONS, NOT_RUN
+from evalkit.verdict.dimensions import DIMENSIONS, INCONCLUSIVE, NOT_RUN
 
 CODED = ("semantics",)     # the probes whose findings carry a code (`probe/<dim>.json` findings[].code)
 
@@ -26,6 +26,7 @@ class Change:
     after: str
     appeared: tuple[str, ...] = ()
     gone: tuple[str, ...] = ()
+    unjudged: tuple[str, ...] = ()      # the reference's codes an inconclusive cell did not judge: not gone
 
 
 @dataclass
@@ -83,12 +84,14 @@ def _pair(reference: ArmKey, other: ArmKey, rows, arms: dict[ArmKey, Arm]) -> Ve
             if before.status != after.status:
                 pair.one_sided.append(dim)
             continue
-        gone, appeared = (), ()
+        gone, appeared, unjudged = (), (), ()
         if dim in CODED:
             old, new = finding_codes(arms.get(reference), dim), finding_codes(arms.get(other), dim)
             appeared, gone = tuple(sorted(new - old)), tuple(sorted(old - new))
-        if before.status != after.status or appeared or gone:
-            pair.changes.append(Change(dim, before.cell(), after.cell(), appeared, gone))
+            if after.status == INCONCLUSIVE:     # a cell that could not decide fixed nothing
+                gone, unjudged = (), gone
+        if before.status != after.status or appeared or gone or unjudged:
+            pair.changes.append(Change(dim, before.cell(), after.cell(), appeared, gone, unjudged))
         else:
             pair.same.append(dim)
     return pair
@@ -106,8 +109,9 @@ def pair_lines(pair: VersionPair) -> list[str]:
     """One line per changed dimension, then the dimensions judged alike."""
     lines = []
     for c in pair.changes:
-        codes = "; ".join(part for part in (f"new: {', '.join(c.appeared)}" if c.appeared else "",
-                                            f"gone: {', '.join(c.gone)}" if c.gone else "") if part)
+        codes = "; ".join(part for part in (
+            f"new: {', '.join(c.appeared)}" if c.appeared else "", f"gone: {', '.join(c.gone)}" if c.gone else "",
+            f"not judged in the inconclusive cell: {', '.join(c.unjudged)}" if c.unjudged else "") if part)
         lines.append(f"{c.dimension}: {c.before} -> {c.after}" + (f" [{codes}]" if codes else ""))
     if pair.same:
         lines.append(f"unchanged: {', '.join(pair.same)}")

@@ -53,3 +53,23 @@ def test_a_sweep_of_one_version_per_wrapper_has_no_such_section(recorded_records
     verdict = build_verdict(recorded_records(), VerdictOptions())
     assert version_pairs(verdict) == []
     assert "What changed between versions" not in [b.text for b in blocks(verdict, [], {}) if b.kind == "h2"]
+
+
+def test_codes_missing_from_an_inconclusive_newer_cell_are_not_called_gone(recorded_records, evaluation):
+    """Issue 44: set against a version with findings, a newer version whose semantics probe could not decide listed
+    the old codes as 'gone', which reads like a fix; an inconclusive cell did not judge them."""
+    runs, codes = _with_old_version(recorded_records, evaluation)
+    current = next(r for r in runs if r.probe == "semantics" and r.trainer == "hf_trainer" and r.mode == "aligned"
+                   and r.run_id != "old-version")
+    undecided = dataclasses.replace(
+        current, tags={**current.tags, names.probe_status("semantics"): "inconclusive"},
+        metrics={k: v for k, v in current.metrics.items() if k != names.probe_pass("semantics")})
+    runs = [undecided if r is current else r for r in runs]
+    (pair,) = version_pairs(build_verdict(runs, VerdictOptions(references=[OLD])))
+    (change,) = pair.changes
+    assert change.after.startswith("inconclusive") and change.gone == () and set(change.unjudged) == codes
+    line = pair_lines(pair)[0]
+    assert "gone" not in line and f"not judged in the inconclusive cell: {', '.join(sorted(codes))}" in line
+    verdict = build_verdict(runs, VerdictOptions(references=[OLD]))
+    (table,) = [b for b in blocks(verdict, [], {}) if b.kind == "table" and "findings gone" in (b.headers or [])]
+    assert table.rows[0][4] == f"none (not judged: {', '.join(sorted(codes))})"
