@@ -2,12 +2,13 @@
 
 Stage 1 (steps.py) compares the first seed's pair step by step; it is reported, never failed on: a wrapper that
 reorders float operations legitimately drifts from the baseline's bits. Stage 2 (finals.py) decides: the final
-validation metric over the seeds, paired with the baseline's. Stage 3 repeats both under each switch, one row
-per switch; a switch the wrapper (or the baseline) refuses (`UnsupportedCombination`, and only that) is a "not run"
-row. Pass: stage 2 equivalent, no switch showing a deviation, no job crashed; fail: a systematic deviation (or a
-non-finite training) at stage 2 or under a switch, or a wrapper job that crashed (any failure but a refusal: its
-reason is the finding's); inconclusive otherwise (too few seeds, too much noise, a baseline job that crashed, a
-switch whose jobs did not all run).
+validation metric over the seeds, paired with the baseline's. Stage 3 repeats both under each switch, one row per
+switch; a switch the wrapper (or the baseline) refuses as documented-unsupported (`UnsupportedCombination` citing the
+wrapper's documentation, and only that) is a "not run" row; a silent substitution refused is the wrapper's: a fail.
+Pass: stage 2 equivalent, no switch showing a deviation, no job crashed; fail: a systematic deviation (or a non-
+finite training) at stage 2 or under a switch, or a wrapper job that crashed (any failure but a refusal: its reason
+is the finding's); inconclusive otherwise (too few seeds, too much noise, a baseline job that crashed, a switch whose
+jobs did not all run).
 Thresholds, each calibrated: ALPHA (finals.py) is the verdict's level, the false-positive rate of the paired
 equivalence test by construction (Holm over every comparison of the probe); the margin is the task's (its
 `evalkit.val_metric_margin` tag, the guide's "pre-agreed range, set per task"), DEFAULT_MARGIN only for jobs
@@ -31,10 +32,10 @@ from evalkit.probes.consistency.steps import (
 )
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
+from evalkit.probes.refusals import DOCUMENTED, refusal_of
 
 DIMENSION = "consistency"
 FAILING = (DEVIATION, NONFINITE)
-REFUSAL = "UnsupportedCombination"     # the only failure a "not run" row stands for (evalkit.contract)
 
 
 def judge(jobs: list[JobEvidence]) -> ProbeResult:
@@ -82,7 +83,19 @@ def _own(keyed: dict[JobKey, JobEvidence], switch: str, arm: str) -> list[JobEvi
 
 
 def _refused(job: JobEvidence) -> bool:
-    return job.status != "FINISHED" and REFUSAL in job.failure_reason
+    """A refusal that exempts a switch: documented-unsupported (the wrapper's documentation says so, cited). A
+    silent substitution (the wrapper would run something else than asked) or a refusal of no kind is no exemption:
+    it is judged as the wrapper's, a finding."""
+    found = refusal_of(job)
+    return found is not None and found.kind == DOCUMENTED
+
+
+def _refusal_kind(jobs: list[JobEvidence]) -> str | None:
+    """The kind of refusal (or 'no kind said') when every one of these jobs was refused; None otherwise."""
+    found = [refusal_of(j) for j in jobs]
+    if not found or any(r is None for r in found):
+        return None
+    return found[0].kind or "no kind said"
 
 
 def _crashed(keyed: dict[JobKey, JobEvidence], switch: str, arm: str) -> list[JobEvidence]:
@@ -111,6 +124,13 @@ def _crash_finding(keyed: dict[JobKey, JobEvidence], switch: str) -> Finding | N
         return None
     where = "" if switch == REFERENCE else f" under {switch}"
     seeds = ", ".join(str(parse_job_name(j.name).seed) for j in crashed)
+    kind = _refusal_kind(crashed)
+    if kind is not None:        # refused, but not as documented-unsupported: the wrapper's own substitution
+        return Finding(f"consistency.substituted.{switch}", f"the wrapper would run something else than {switch} "
+                       f"asks (refused: {kind})", switch, None,
+                       size=f"{len(crashed)} of {len(_own(keyed, switch, WRAPPER))} run(s): {_why(crashed[0])}",
+                       evidence={"jobs": [j.name for j in crashed], "run_ids": [j.run_id for j in crashed]},
+                       explainable=False)
     last = [int(j.steps[-1]["step"]) for j in crashed if j.steps and isinstance(j.steps[-1].get("step"), (int, float))]
     return Finding(f"consistency.crashed{'.' + switch if where else ''}",
                    f"the wrapper's training crashed{where} (seed(s) {seeds})", switch,
@@ -138,9 +158,11 @@ def _undecided_switch(keyed: dict[JobKey, JobEvidence], switch: str) -> str:
 
 def _row_state(keyed: dict[JobKey, JobEvidence], switch: str, outcome: str) -> str:
     if _cannot_run(keyed, switch):
-        return "not run"
-    if _crashed(keyed, switch, WRAPPER):
-        return "crashed"
+        return f"not run ({DOCUMENTED})"
+    crashed = _crashed(keyed, switch, WRAPPER)
+    if crashed:
+        kind = _refusal_kind(crashed)
+        return f"refused ({kind})" if kind is not None else "crashed"
     if _crashed(keyed, switch, BASELINE):
         return "baseline crashed"
     return outcome
@@ -196,9 +218,9 @@ def _notes(keyed, reference: FinalComparison, others: list[FinalComparison], ste
         if job.status != "FINISHED":
             unfinished.setdefault(" ".join(job.failure_reason.split())[:200] or job.status, []).append(job.name)
     notes += [f"job(s) {', '.join(jobs)} did not finish ({reason}): left out" for reason, jobs in unfinished.items()]
-    notes.append('a switch is "not run" only where every job of an arm was refused as an UnsupportedCombination; a '
-                 "wrapper job that crashed fails the probe with its reason, a baseline job that crashed leaves it "
-                 "undecided")
+    notes.append('a switch is "not run" only where every job of an arm was refused as documented-unsupported (the '
+                 "wrapper's documentation cited); a refusal of another kind (a silent substitution) and a wrapper job "
+                 "that crashed fail the probe with their reason, a baseline job that crashed leaves it undecided")
     notes.append(f"thresholds: alpha {ALPHA} is the false-positive rate of each paired equivalence test by its "
                  f"construction (Holm over the probe's comparisons); the margin {reference.margin_text() or '-'} is "
                  f"the task's own (its metric-margin tag, set per task before any run; {DEFAULT_MARGIN:g} relative "

@@ -30,6 +30,8 @@ def curve(seed: int) -> dict[str, np.ndarray]:
 
 
 REFUSED = "UnsupportedCombination: the wrapper turns fp16_mixed into bf16 on CPU [refusal: silent-substitution]"
+DOCUMENTED_REFUSAL = ("UnsupportedCombination: the wrapper has no fp16 on CPU [refusal: documented-unsupported, see "
+                      "https://example.org/fp16]")
 
 
 def job(switch: str, seed: int, arm: str, *, scale=None, final=None, status="FINISHED", steps=STEPS,
@@ -186,7 +188,7 @@ def test_crashed_wrapper_jobs_at_stage_2_fail_with_the_crashs_reason():
 
 
 def test_refused_wrapper_jobs_at_stage_2_leave_it_undecided():
-    jobs = [job("fp32", s, "wrapper", status="FAILED", reason=REFUSED) for s in (0, 1)]
+    jobs = [job("fp32", s, "wrapper", status="FAILED", reason=DOCUMENTED_REFUSAL) for s in (0, 1)]
     result = judge(jobs + [job("fp32", s, "baseline") for s in (0, 1)])
     assert result.inconclusive and result.findings == [] and "not compared" in result.headline
 
@@ -194,24 +196,26 @@ def test_refused_wrapper_jobs_at_stage_2_leave_it_undecided():
 # ------------------------------------------------------------------ stage 3
 def test_each_switch_is_a_row_and_a_shift_under_one_is_attributed_to_it():
     shifted = pairs("bf16_mixed", wrapper_final=lambda seed, b: b * (1.08 + 1e-3 * seed))
-    blocked = [job("fp16_mixed", s, "wrapper", status="FAILED", reason=REFUSED) for s in (0, 1, 2)]
+    blocked = [job("fp16_mixed", s, "wrapper", status="FAILED", reason=DOCUMENTED_REFUSAL) for s in (0, 1, 2)]
     blocked += [job("fp16_mixed", s, "baseline") for s in (0, 1, 2)]
     result = judge(pairs() + shifted + pairs("ws2") + blocked)
     assert not result.passed and not result.inconclusive
     (finding,) = result.findings
     assert finding.code == "consistency.final_metric.bf16_mixed" and "under bf16_mixed" in finding.title
-    assert result.headline.endswith("bf16_mixed: deviation; ws2: equivalent; fp16_mixed: not run")
+    assert result.headline.endswith("bf16_mixed: deviation; ws2: equivalent; "
+                                    "fp16_mixed: not run (documented-unsupported)")
     table = result.sections[2].splitlines()
     rows = {line.split("|")[1].strip(): line for line in table if line.startswith("| ") and "switch" not in line}
     assert set(rows) == {"bf16_mixed", "ws2", "fp16_mixed"}
-    assert "| not run | the wrapper refuses it: UnsupportedCombination: the wrapper turns" in rows["fp16_mixed"]
+    assert "| not run | the wrapper refuses it: UnsupportedCombination: the wrapper has no fp16" in rows["fp16_mixed"]
     assert "equivalent" in rows["ws2"]
     assert result.figures["bf16_mixed_deviation"] == 1 and result.figures["ws2_equivalent"] == 1
     assert result.figures["equivalent"] == 1                      # fp32 itself stays equivalent
 
 
-def test_a_switch_the_wrapper_refuses_is_not_run_and_does_not_fail_the_probe():
-    blocked = [job("fp16_mixed", 0, "wrapper", status="FAILED", reason=REFUSED), job("fp16_mixed", 0, "baseline")]
+def test_a_switch_the_wrapper_refuses_as_documented_unsupported_is_not_run_and_does_not_fail_the_probe():
+    blocked = [job("fp16_mixed", 0, "wrapper", status="FAILED", reason=DOCUMENTED_REFUSAL),
+               job("fp16_mixed", 0, "baseline")]
     result = judge(pairs() + blocked)
     assert result.passed and "fp16_mixed: not run" in result.headline
     assert not any(k.startswith("fp16_mixed_") for k in result.figures)   # nothing measured, no figure
@@ -288,3 +292,20 @@ def test_each_threshold_says_how_it_is_calibrated():
     note = next(n for n in judge(pairs()).notes if n.startswith("thresholds: "))
     assert note.startswith("thresholds: alpha 0.05 is the false-positive rate of each paired equivalence test")
     assert "the margin ±1% is the task's own" in note and "never decide" in note
+
+
+
+def test_a_switch_refused_as_a_silent_substitution_fails_and_only_a_documented_refusal_is_not_run():
+    """Issue 44: any refusal gave a "not run" row and a pass, a silent substitution too (the wrapper would run
+    something else than asked: what a consistency probe exists to catch). Only a documented-unsupported refusal,
+    citing where, is exempt, and its row says so."""
+    substituted = [job("fp16_mixed", 0, "wrapper", status="FAILED", reason=REFUSED), job("fp16_mixed", 0, "baseline")]
+    result = judge(pairs() + substituted)
+    assert not result.passed and not result.inconclusive
+    (finding,) = result.findings
+    assert finding.code == "consistency.substituted.fp16_mixed"
+    assert finding.title == "the wrapper would run something else than fp16_mixed asks (refused: silent-substitution)"
+    assert result.headline.endswith("fp16_mixed: refused (silent-substitution)")
+    documented = [job("ws2", 0, "wrapper", status="FAILED", reason=DOCUMENTED_REFUSAL), job("ws2", 0, "baseline")]
+    result = judge(pairs() + documented)
+    assert result.passed and result.headline.endswith("ws2: not run (documented-unsupported)")
