@@ -138,8 +138,10 @@ def names() -> list[str]:
     return sorted(LAUNCHERS)
 
 
-def chosen(launch: dict, world_size: int, cuda: bool) -> str:
-    """The launcher's name a trainer's `launch` names for this many ranks on this device."""
+def chosen(launch: dict | None, world_size: int, cuda: bool) -> str:
+    """The launcher's name a trainer's `launch` names for this many ranks on this device (None: a trainer that
+    names none, plain `python` at one rank and torchrun at several)."""
+    launch = launch or {}
     if world_size <= 1:
         return launch.get("one") or "python"
     if cuda and launch.get("many_cuda"):

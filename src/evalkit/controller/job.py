@@ -84,7 +84,7 @@ def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) 
         names.WORLD_SIZE: cfg.distributed.world_size, names.HARDWARE: cfg.hardware.name,
         names.SWEEP_ID: sweep_id, names.VAL_METRIC_MARGIN: cfg.task.metric_margin,
         names.FINGERPRINT: fingerprint(cfg), names.TRAINER_ENV: cfg.trainer.get("env"),
-        names.LAUNCH: launchers.chosen(cfg.trainer.get("launch") or {}, cfg.distributed.world_size, runs_on_cuda(cfg)),
+        names.LAUNCH: launchers.chosen(cfg.trainer.get("launch"), cfg.distributed.world_size, runs_on_cuda(cfg)),
         names.MLFLOW_GIT_COMMIT: git_commit(os.path.dirname(os.path.abspath(__file__))),
     }
 

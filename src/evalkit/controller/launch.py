@@ -105,7 +105,7 @@ class WorkerGroup:
         self.procs: list[subprocess.Popen | WarmProcess] = []
         self.first_failed: int | None = None
         self.stopped: set[int] = set()
-        self.launcher = launcher or ("torchrun" if world_size > 1 else "python")
+        self.launcher = launcher or launchers.chosen(None, world_size, cuda)
         for local_rank, rank in enumerate(self.ranks):
             slot = launchers.Slot(rank, local_rank, world_size, local, node_rank, nnodes, master_addr, port, run_id,
                                   cuda, error_file=os.path.join(log_dir, f"torchelastic_error_rank{rank}.json"))

@@ -177,7 +177,7 @@ def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, t
                         warm_target=warm_target, warm_required=cfg.hardware.get("worker_start") == "warm",
                         pin_at_turn=pin_at_turn, warm_modules=tuple(trainers.modules(cfg.trainer)),
                         python=worker_python(cfg.trainer),
-                        launcher=launchers.chosen(cfg.trainer.get("launch") or {}, dist.world_size, cuda))
+                        launcher=launchers.chosen(cfg.trainer.get("launch"), dist.world_size, cuda))
     if dist.nnodes <= 1:
         return group
     beacon = _leading.get(os.path.abspath(run_dir)) or Beacon(run_dir, 0).start()
@@ -365,7 +365,7 @@ def run_other_node(cfg: DictConfig) -> JobResult:
                                 threads=job_cfg.hardware.threads, pin=job_cfg.observe.profile == "timing",
                                 nnodes=dist.nnodes, node_rank=node, master_port=dist.master_port,
                                 run_id=rendezvous_id(dist), python=worker_python(job_cfg.trainer),
-                                launcher=launchers.chosen(job_cfg.trainer.get("launch") or {}, dist.world_size,
+                                launcher=launchers.chosen(job_cfg.trainer.get("launch"), dist.world_size,
                                                           runs_on_cuda(cfg)))
             beacon.update(state="running")
             outcome, problem, asked = _watch_ranks(group, shared, dist.node_timeout_s, stop)

@@ -163,7 +163,8 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         startup.mark("wrapper_imported")
         if rank == 0:
             spool.write_json(names.VERSIONS_FILE, {**versions(cfg.trainer), "torch": torch.__version__})
-        device = resolve_device(cfg.hardware.device, launchers.rank_of()[1])
+        _, local_rank, world_size = launchers.rank_of()
+        device = resolve_device(cfg.hardware.device, local_rank)
         if device.type == "cuda":
             torch.cuda.set_device(device)   # before any CUDA work: observers' events, NCCL, RNG use the current one
         warm_up_torch()
@@ -185,7 +186,7 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                             profile=cfg.observe.profile, ckpt_dir=spec["ckpt_dir"] if rank == 0 else None,
                             memory_every=cfg.observe.memory_every, job_dir=job_dir, turns=turns,
                             call_profile=profiled,
-                            per_sample_validation=launchers.rank_of()[2] > 1).attach()
+                            per_sample_validation=world_size > 1).attach()
         faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush,
                                spec["ckpt_dir"], fill_device=spool.fill_device)
         loads = LoadWatch() if spec.get("resume_from") else None
