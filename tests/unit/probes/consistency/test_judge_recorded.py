@@ -39,7 +39,9 @@ def test_a_planted_wrong_loop_diverges_at_step_1_and_does_not_pass():
     assert result["headline"].startswith("diverges from step 1")
     assert result["figures"]["first_diverging_step"] == 1 and result["figures"]["identical"] == 0
     assert result["figures"]["final_delta"] > 0.005          # a gradient scaled by 0.9: slower, a higher MSE
-    if not result["inconclusive"]:                            # two seeds: a systematic shift, or undecided
-        assert result["findings"][0]["code"] == "consistency.final_metric"
-    else:
-        assert result["notes"][0].startswith("stage 2 inconclusive")
+    # Two seeds (+1.65 % and +3.96 %) cannot tell that shift from noise at the 1 % margin: inconclusive, the right
+    # answer (test_judge_calibration.py: at 2 seeds a 10 %-short gradient is a deviation 10 % of the time,
+    # "equivalent" 0.2 %), never a pass, with the seeds that would decide it.
+    assert result["inconclusive"] and result["findings"] == []
+    assert result["figures"]["equivalent"] == 0 and result["figures"]["deviation"] == 0
+    assert result["notes"][0].startswith("stage 2 inconclusive") and "seeds per arm would decide" in result["notes"][0]
