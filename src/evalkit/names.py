@@ -119,7 +119,10 @@ OVERRIDES = "evalkit.overrides"                     # on a sweep's parent: the c
 JOBS = "evalkit.jobs"                               # on a sweep's parent: how many jobs it ran
 JOBS_FAILED = "evalkit.jobs_failed"                 # ... and how many of them failed
 SCENARIO = "evalkit.scenario"                       # on a verdict run: the scenario whose weights rank the wrappers
-FINGERPRINT = "evalkit.fingerprint"                  # a job's resolved config, tracking settings aside (hash)
+# a job's resolved config, tracking settings aside, and the versions it runs with (hash; sweep_resume.versions)
+FINGERPRINT = "evalkit.fingerprint"
+CONFIG_FINGERPRINT = "evalkit.config_fingerprint"    # ... of its resolved config alone: the same job at other versions
+FINGERPRINTED_VERSIONS = "evalkit.fingerprinted_versions"   # ... the versions its fingerprint holds (JSON)
 JOBS_REUSED = "evalkit.jobs_reused"                  # on a resumed sweep's parent: jobs whose earlier run it kept
 REUSED_RUNS_ARTIFACT = "sweep/reused_runs.json"      # ... and those runs' ids (the verdict reads them with the sweep)
 VERDICT_RUN_ID = "evalkit.verdict_run_id"            # on a sweep's parent: the verdict run that judged it

@@ -37,7 +37,7 @@ from evalkit.controller.progress import JobProgress
 from evalkit.controller.result import JobResult
 from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
-from evalkit.controller.sweep_resume import fingerprint, finished_run
+from evalkit.controller.sweep_resume import fingerprint, finished_run, stale_versions, version_tags
 from evalkit.controller.system_metrics import SystemSampler
 from evalkit.controller.ui import job_description, log_datasets, trainer_label
 from evalkit.controller.writable import space_problem
@@ -86,6 +86,7 @@ def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) 
         names.FINGERPRINT: fingerprint(cfg), names.TRAINER_ENV: cfg.trainer.get("env"),
         names.LAUNCH: launchers.chosen(cfg.trainer.get("launch"), cfg.distributed.world_size, runs_on_cuda(cfg)),
         names.MLFLOW_GIT_COMMIT: git_commit(os.path.dirname(os.path.abspath(__file__))),
+        **version_tags(cfg),
     }
 
 
@@ -508,7 +509,8 @@ def outcome_from_spool(spool_dir: str, world: int, errors: dict[int, str]) -> Ou
 
 
 def reuse_finished(cfg: DictConfig, role: str) -> JobResult | None:
-    """With `sweep.resume=true`: the FINISHED run of this very job (same fingerprint) when the store has one."""
+    """With `sweep.resume=true`: the FINISHED run of this very job (same fingerprint: same config, same versions)
+    when the store has one; a FINISHED run of its config at other versions is run again, and said."""
     if not cfg.sweep.resume:
         return None
     try:
@@ -522,6 +524,10 @@ def reuse_finished(cfg: DictConfig, role: str) -> JobResult | None:
     exp = tracking.experiment_id(client, cfg.tracking.experiment)
     run_id = finished_run(client, exp, fingerprint(cfg), role)
     if run_id is None:
+        stale = stale_versions(client, exp, cfg, role)
+        if stale is not None:
+            print(f"[evalkit] sweep.resume: run {stale[0]} was recorded with {stale[1]}: run again",
+                  file=sys.stderr, flush=True)
         return None
     print(f"[evalkit] sweep.resume: {cfg.trainer.name} {cfg.task.name} seed={cfg.seed} already FINISHED as run "
           f"{run_id} (same fingerprint): reused, not run again", file=sys.stderr, flush=True)
