@@ -1,12 +1,18 @@
 """The performance probe judged over and over on planted copies of the baseline with a known truth (issue 31).
 
 Each copy is `tests/planted/slow_loop.py`'s SlowBaselineAdapter; the probe runs at its own settings (or those
-given), `--runs` times per copy, all in one run of this script on this machine:
+given), `--runs` times per copy, all in one run of this script on this machine. `--preset quick` runs it at the
+settings the quick evaluation publishes with (its depths and time limit, evalkit.probes.performance.settings.PRESETS),
+else at the probe's defaults:
 
 - identical: an identical copy (must pass, never fail);
 - slower: every step 10 % slower (must fail, never pass);
 - jitter: 10 % slower with a 2 % jitter per step;
-- startup: a fixed 20 ms start-up cost only (must pass: no per-step cost).
+- startup: a fixed 20 ms start-up cost only (must pass: no per-step cost);
+- slower3, slower5, slower7: every step 3, 5 and 7 % slower (near the 5 % budget: 3 % must not fail, 7 % must not
+  pass, 5 % sits on the budget: any outcome, inconclusive the honest one);
+- helper: 10 % of every step's work done by a helper thread while training goes on (must fail: the work a wrapper
+  does off its main thread is its cost).
 
 Prints one line per probe run (outcome, the fraction at a 100 ms step with its interval, rounds, per width the
 step ratio, the training memory difference, wall time), then per copy the outcome counts, the wall time of one
@@ -14,7 +20,7 @@ probe run, and the identical copies' training-memory differences (the judge's ME
 them).
 
     python scripts/bench_performance_probe.py [--runs 10] [--copies identical,slower,jitter,startup]
-        [--override probe.performance.time_limit_s=30 ...]
+        [--preset quick] [--override probe.performance.time_limit_s=30 ...]
 """
 from __future__ import annotations
 
@@ -38,6 +44,10 @@ COPIES = {
     "slower": ({"slower": 0.1}, "fail"),
     "jitter": ({"slower": 0.1, "jitter": 0.02}, "fail"),
     "startup": ({"startup_ms": 20.0}, "pass"),
+    "slower3": ({"slower": 0.03}, "not fail"),
+    "slower5": ({"slower": 0.05}, "any outcome"),
+    "slower7": ({"slower": 0.07}, "not pass"),
+    "helper": ({"helper": 0.1}, "fail"),
 }
 
 
@@ -108,8 +118,8 @@ def line(name: str, i: int, p: dict) -> str:
                    key=lambda k: int(k[1:]))
     ratios = " ".join(f"{w} {f.get(w + '/ratio', float('nan')):.3f}" for w in sizes)
     memory = [f.get(f"{w}/train_mib/wrapper", 0) - f.get(f"{w}/train_mib/baseline", 0) for w in sizes]
-    frac = (f"{100 * f['added_fraction_at_100ms']:+.2f}% [{100 * f['added_fraction_at_100ms_low']:+.2f}, "
-            f"{100 * f['added_fraction_at_100ms_high']:+.2f}]" if "added_fraction_at_100ms" in f else "-")
+    frac = (f"{100 * f['added_fraction']:+.2f}% [{100 * f['added_fraction_low']:+.2f}, "
+            f"{100 * f['added_fraction_high']:+.2f}]" if "added_fraction" in f else "-")
     return (f"{name} #{i + 1}: {status(r)}; {frac} of a 100 ms step, {f.get('rounds', 0):.0f} rounds; ratio {ratios}; "
             f"memory {' '.join(f'{m:+.1f}' for m in memory)} MiB; {p['seconds']:.0f} s")
 
@@ -118,6 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--copies", default=",".join(COPIES))
+    parser.add_argument("--preset", choices=["quick", "thorough"], help="the settings a preset publishes with")
     parser.add_argument("--override", action="append", default=[], help="a probe setting, e.g. probe.widths=[64]")
     parser.add_argument("--calibrate", default="", help="block lengths in ms (e.g. 5,20,80): the identical copy at "
                                                         "each, a fixed number of rounds, the spread of one round")
@@ -130,7 +141,13 @@ def main() -> None:
     unknown = [c for c in copies if c not in COPIES]
     if unknown:
         sys.exit(f"unknown copies {unknown}: choose from {', '.join(COPIES)}")
+    if args.preset:
+        from evalkit.probes.performance.settings import PRESETS
+
+        args.override = [*PRESETS[args.preset].settings, *args.override]
+        print(f"at the {args.preset} preset's settings: {' '.join(args.override)}", flush=True)
     results: dict[str, list[dict]] = {c: [] for c in copies}
+    began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="evalkit-bench-perf-") as workdir:
         for i in range(args.runs):          # copy after copy within a run: the machine's state falls on all alike
             for name in copies:
@@ -142,6 +159,7 @@ def main() -> None:
         wall = statistics.median(p["seconds"] for p in results[name])
         print(f"{name} ({COPIES[name][0]}, must {COPIES[name][1]}): pass {counts['pass']}, fail {counts['fail']}, "
               f"inconclusive {counts['inconclusive']} of {len(results[name])}; one probe run {wall:.0f} s (median)")
+    print(f"wall time of this benchmark: {(time.monotonic() - began) / 60:.1f} min")
     if "identical" in results:
         diffs = [p["result"]["figures"].get(k.replace("baseline", "wrapper"), 0) - v
                  for p in results["identical"] for k, v in p["result"]["figures"].items()

@@ -59,10 +59,10 @@ def row(tags: dict, result: dict) -> str:
     f = result.get("figures", {})
     status = "inconclusive" if result.get("inconclusive") else "pass" if result.get("passed") else "fail"
     sizes = sorted({k.split("/")[0] for k in f if re.match(r"d\d+/", k)}, key=lambda k: int(k[1:]))
-    if "added_fraction_at_100ms" not in f:
+    if "added_fraction" not in f:
         return f"| {tags.get(names.TRAINER)} | {tags.get(names.MODE)} | {status} | - | - | - | - | - |"
-    frac = (f"{100 * f['added_fraction_at_100ms']:+.1f} % [{100 * f['added_fraction_at_100ms_low']:+.1f}, "
-            f"{100 * f['added_fraction_at_100ms_high']:+.1f}]")
+    frac = (f"{100 * f['added_fraction']:+.1f} % [{100 * f['added_fraction_low']:+.1f}, "
+            f"{100 * f['added_fraction_high']:+.1f}]")
     fit = (f"{f['added_ms_per_step']:+.2f} ms + {100 * f['added_proportional']:+.1f} %"
            if "added_ms_per_step" in f else "-")
     rounds = int(f.get("rounds", 0))

@@ -500,11 +500,14 @@ BROKEN = ["trainer=baseline", "trainer.name=broken", "trainer._target_=broken_lo
           "probe.maintenance.candidates=[]"]
 MAINTENANCE_RUNS = {"online": DEPRECATED, "offline": DEPRECATED + ["probe.maintenance.offline=true"],
                     "unreachable": DEPRECATED, "nothing": BROKEN}
-# tests/planted/slow_loop.py: 30 % slower per step, then identical, the probe at its settings but a time limit that
-# leaves the identical copy room to decide (scripts/bench_performance_probe.py: the margins these outcomes rest on).
+# tests/planted/slow_loop.py: 30 % slower per step, then identical, then a helper thread working 3 ms of CPU every
+# 10 ms beside training (work off the main thread: the wrapper's cost, issue 44), the probe at its settings but a time
+# limit that leaves the identical copy room to decide (scripts/bench_performance_probe.py: the margins these outcomes
+# rest on).
 SLOW = ["trainer._target_=slow_loop.SlowBaselineAdapter", "trainer.name=slow", "probe.performance.time_limit_s=60"]
-PERFORMANCE_RUNS = {"slow": SLOW + ["+trainer.options.slower=0.3"], "identical": SLOW + ["+trainer.options.slower=0.0"]}
-PERFORMANCE_OUTCOMES = {"slow": "fail", "identical": "pass"}
+PERFORMANCE_RUNS = {"slow": SLOW + ["+trainer.options.slower=0.3"], "identical": SLOW + ["+trainer.options.slower=0.0"],
+                    "helper": SLOW + ["+trainer.options.helper=0.3"]}
+PERFORMANCE_OUTCOMES = {"slow": "fail", "identical": "pass", "helper": "fail"}
 PROBE_RUNS = {"consistency": CONSISTENCY_RUNS, "customization": CUSTOMIZATION_RUNS, "stability": STABILITY_RUNS,
               "functional": FUNCTIONAL_RUNS, "maintenance": MAINTENANCE_RUNS, "performance": PERFORMANCE_RUNS}
 UNPLANTED_RUNS = {("consistency", "baseline"), ("functional", "handwritten")}   # no tests/planted on PYTHONPATH

@@ -5,11 +5,17 @@ order. The jobs start a few at a time, as many as there are usable CPUs (each st
 once the previous one has finished its warm-up and waits at the turn table (`turn_table.py`), so that no start-up
 competes with a job's blocks; then rounds of blocks, in the order and with
 the block lengths the `Schedule` gives, until it has what it needs; then every job is told to stop and is recorded
-as usual. A job whose workers fail or never reach their warm-up's end ends the rounds: the others stop with the
+as usual. Between its blocks a job is parked whole: its workers' process groups are stopped (SIGSTOP) from its
+`done` to its next `go`, so that what it runs besides the thread that waits at the table (a wrapper's helper thread,
+an asynchronous logger, a prefetching process) runs in its own blocks and is charged to it, never to the job timed
+meanwhile (issue 44: a planted helper thread taking 10 % of the core passed before, its cost read as the other
+arm's). A job whose workers fail or never reach their warm-up's end ends the rounds: the others stop with the
 blocks they have, and the failed one's run says why.
 """
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from typing import Protocol
@@ -116,8 +122,48 @@ def _never_started(jobs, started: dict, results: dict[str, JobResult], stop: Sto
         results[name] = ctl.fail(f"not run: the jobs taking turns stopped before it started, at {culprit}")
 
 
+class Parking:
+    """Stops a job's every process between its blocks and lets it go on for its next one (the module's docstring).
+    Each worker leads a process group of its own (its session), which holds what it started unless that left it."""
+
+    def __init__(self, started: dict):
+        self._groups = {name: list(ctl.workers.pids) for name, (ctl, _) in started.items()}
+        self._parked: set[str] = set()
+
+    def park(self, name: str) -> None:
+        self._signal(name, signal.SIGSTOP)
+        self._parked.add(name)
+
+    def resume(self, name: str) -> None:
+        if name in self._parked:
+            self._parked.discard(name)
+            self._signal(name, signal.SIGCONT)
+
+    def resume_all(self) -> None:
+        for name in list(self._parked):
+            self.resume(name)
+
+    def _signal(self, name: str, sig: int) -> None:
+        for pid in self._groups[name]:
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):     # a worker that ended: nothing left to stop
+                pass
+
+
 def _rounds(started: dict, table: TurnTable, schedule: Schedule, stop: StopRequest) -> None:
-    """Rounds of blocks until the schedule stops them, a job leaves, or a stop signal comes."""
+    """Rounds of blocks until the schedule stops them, a job leaves, or a stop signal comes; every job parked
+    between its blocks, and none left parked."""
+    parking = Parking(started)
+    try:
+        for name in started:
+            parking.park(name)
+        _blocks(started, table, schedule, stop, parking)
+    finally:
+        parking.resume_all()
+
+
+def _blocks(started: dict, table: TurnTable, schedule: Schedule, stop: StopRequest, parking: Parking) -> None:
     steps = schedule.block_steps(dict(table.ready))
     last_said = time.monotonic()
     index = 0
@@ -125,9 +171,11 @@ def _rounds(started: dict, table: TurnTable, schedule: Schedule, stop: StopReque
         seconds = {}
         for name in schedule.order(index):
             ctl = started[name][0]
+            parking.resume(name)
             try:
                 seconds[name] = table.block(name, steps[name], lambda c=ctl: c.workers.poll() is None,
                                             BLOCK_TIMEOUT_S)
+                parking.park(name)
             except (JobLeft, TimeoutError) as exc:
                 print(f"[evalkit] {name} left its turns in round {index} ({exc}): every job stops",
                       file=sys.stderr, flush=True)

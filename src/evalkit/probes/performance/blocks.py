@@ -11,8 +11,9 @@ nearly independent where single rounds are not; the same cut is applied to every
 prints is what decided.
 
 The fit: added ms per step = fixed + proportional x baseline ms per step, least squares over the sizes (at the
-baseline's mean step time of each); its value at a `REFERENCE_STEP_MS` step, as a fraction of that step, is what the
-budget is judged on. The fit is linear in the sizes' added times, so the fraction computed batch by batch (each
+baseline's mean step time of each); its value at the reference step (`probe.performance.reference_step_ms`, the
+step time of the user's model: `REFERENCE_STEP_MS` when not said), as a fraction of that step, is what the budget is
+judged on. The fit is linear in the sizes' added times, so the fraction computed batch by batch (each
 batch's added times, the same sizes' step times) averages to the whole run's; its interval is the batch means'
 interval of those per-batch fractions. One depth only: no fit, the fraction is that depth's ratio minus one (a
 fixed cost is then counted as proportional: the pessimistic reading).
@@ -33,7 +34,7 @@ from scipy import stats as st
 BATCHES = 16                # batch means: contiguous batches of rounds
 FIRST_LOOK = 32             # rounds before the first look (two per batch)
 FAMILY_ALPHA = 0.05         # over every look of one run
-REFERENCE_STEP_MS = 100.0   # "on a model whose step takes 100 ms"
+REFERENCE_STEP_MS = 100.0   # "on a model whose step takes 100 ms": the default of probe.performance.reference_step_ms
 
 
 def looks(max_rounds: int) -> list[int]:
@@ -115,23 +116,25 @@ class Estimate:
     ratio: dict[int, Interval]           # depth -> wrapper / baseline step time (exp of the log interval)
     fixed_ms: float | None               # the fit's intercept (None: one depth)
     proportional: float | None           # ... and slope
-    fraction: Interval                   # added time at a REFERENCE_STEP_MS step, as a fraction of it
+    fraction: Interval                   # added time at a reference_ms step, as a fraction of it
+    reference_ms: float = REFERENCE_STEP_MS
 
     @property
     def rounds(self) -> int:
         return min(w.rounds for w in self.sizes)
 
 
-def fit_weights(x: np.ndarray) -> np.ndarray:
+def fit_weights(x: np.ndarray, reference_ms: float = REFERENCE_STEP_MS) -> np.ndarray:
     """c with fraction = c . added: the least-squares line through (x, added) evaluated at the reference step, over
     the reference step."""
     design = np.column_stack([np.ones_like(x), x])
-    at_reference = np.array([1.0, REFERENCE_STEP_MS]) @ np.linalg.pinv(design)
-    return at_reference / REFERENCE_STEP_MS
+    at_reference = np.array([1.0, reference_ms]) @ np.linalg.pinv(design)
+    return at_reference / reference_ms
 
 
-def estimate(sizes: list[Size], level: float) -> Estimate:
-    """Every interval of the report, at `level`, from rounds that every depth has (the shortest depth's count)."""
+def estimate(sizes: list[Size], level: float, reference_ms: float = REFERENCE_STEP_MS) -> Estimate:
+    """Every interval of the report, at `level`, from rounds that every depth has (the shortest depth's count); the
+    fraction at a `reference_ms` step."""
     n = min(w.rounds for w in sizes)
     sizes = [Size(w.depth, w.steps, w.baseline_s[:n], w.wrapper_s[:n]) for w in sizes]
     added = {w.depth: interval(batch_means(w.added_ms()), level) for w in sizes}
@@ -142,14 +145,14 @@ def estimate(sizes: list[Size], level: float) -> Estimate:
     if len(sizes) == 1:
         only = sizes[0]
         per_batch = np.exp(batch_means(only.log_ratio())) - 1
-        return Estimate(sizes, level, added, ratio, None, None, interval(per_batch, level))
+        return Estimate(sizes, level, added, ratio, None, None, interval(per_batch, level), reference_ms)
     x = np.array([w.baseline_ms for w in sizes])
     per_batch_added = np.column_stack([batch_means(w.added_ms()) for w in sizes])    # batches x sizes
-    c = fit_weights(x)
+    c = fit_weights(x, reference_ms)
     design = np.column_stack([np.ones_like(x), x])
     fixed, proportional = np.linalg.pinv(design) @ per_batch_added.mean(axis=0)
     return Estimate(sizes, level, added, ratio, float(fixed), float(proportional),
-                    interval(per_batch_added @ c, level))
+                    interval(per_batch_added @ c, level), reference_ms)
 
 
 def decide(fraction: Interval, budget: float) -> str:

@@ -1,7 +1,8 @@
 """The performance probe's judge: the time per step the wrapper adds, extrapolated to a real model's step, and the
 training memory it adds, each against its budget.
 
-Time: the added time per optimizer step at a 100 ms step, as a fraction of it (blocks.py: the fit over the sizes
+Time: the added time per optimizer step at the user's step time (`probe.performance.reference_step_ms`, 100 ms
+when not said), as a fraction of it, the fixed ms per step beside it in the cell (blocks.py: the fit over the sizes
 and its batch-means interval, at the decision level every look of the run used). Within the budget
 (`probe.performance.budget`, 5 %) when the whole interval lies below it, outside when it lies above, else undecided:
 inconclusive, with the rounds it would take. Why 5 %: the issue's two fixed points, an identical copy must pass and
@@ -39,7 +40,7 @@ from evalkit.probes.performance.blocks import (
 from evalkit.probes.performance.plan import BASELINE, PROFILE, WRAPPER, parse_name
 from evalkit.probes.performance.report import sections, startup_medians
 
-DEFAULTS = {"budget": 0.05, "memory_budget": 0.10, "max_rounds": 512}
+DEFAULTS = {"budget": 0.05, "memory_budget": 0.10, "max_rounds": 512, "reference_step_ms": REFERENCE_STEP_MS}
 
 
 def settings(jobs: list[JobEvidence]) -> dict:
@@ -54,10 +55,27 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
     profiles = {j.name: j for j in jobs if j.name.endswith(PROFILE)}
     arms = [ArmJob.of(j) for j in jobs if not j.name.endswith(PROFILE)]
     result = _judge(arms, jobs)
+    mode = _mode(jobs)
+    if mode:
+        result.notes.append(MODE_LABELS.get(mode, f"timed in {mode} mode"))
     where = _attribution(profiles)
     if where:
         result.sections.append(where)
     return result
+
+
+MODE_LABELS = {
+    "aligned": "timed in aligned mode: the wrapper's loggers and progress bars off, as in your loop",
+    "defaults": "timed in defaults mode: the wrapper's loggers and progress bars as its quick start leaves them",
+}
+
+
+def _mode(jobs: list[JobEvidence]) -> str:
+    """The mode the wrapper's jobs ran in (its resolved config's trainer.mode)."""
+    for job in jobs:
+        if parse_name(job.name.removesuffix(PROFILE))[1] == WRAPPER:
+            return str(job.config.get("trainer", {}).get("mode") or "")
+    return ""
 
 
 def _attribution(profiles: dict[str, JobEvidence]) -> str | None:
@@ -93,7 +111,7 @@ def _judge(arms: list[ArmJob], jobs: list[JobEvidence]) -> ProbeResult:
     if sizes is None:
         return _inconclusive(result, arms, budget, "the jobs recorded no blocks taken in turns (summary `turns`): "
                                                    "evidence from another version of the probe; run it again")
-    est = estimate(sizes, level)
+    est = estimate(sizes, level, float(chosen["reference_step_ms"]))
     memory = _memory(arms, chosen["memory_budget"])
     result.figures = _figures(est, arms)
     result.sections = sections(est, arms, budget, memory)
@@ -155,14 +173,14 @@ def _memory(arms: list[ArmJob], memory_budget: float) -> Memory:
 
 def _time_note(est: Estimate, budget: float) -> str:
     f = est.fraction
-    return (f"added time per step at a {REFERENCE_STEP_MS:.0f} ms step: {100 * f.estimate:+.2f}% "
+    return (f"added time per step at a {est.reference_ms:g} ms step: {100 * f.estimate:+.2f}% "
             f"[{100 * f.low:+.2f}, {100 * f.high:+.2f}] ({100 * est.level:.2f}% interval, {est.rounds} rounds), "
             f"budget {100 * budget:g}%")
 
 
 def _headline(est: Estimate, budget: float, memory: Memory) -> str:
     f = est.fraction
-    line = f"{100 * f.estimate:+.2f}% [{100 * f.low:+.2f},{100 * f.high:+.2f}] of a 100 ms step"
+    line = f"{100 * f.estimate:+.2f}% [{100 * f.low:+.2f},{100 * f.high:+.2f}] of a {est.reference_ms:g} ms step"
     if est.fixed_ms is not None:
         line += f" ({est.fixed_ms:+.2f} ms/step + {100 * est.proportional:+.1f}% of the step)"
     line += f", budget {100 * budget:g}%, {est.rounds} rounds"
@@ -173,9 +191,10 @@ def _headline(est: Estimate, budget: float, memory: Memory) -> str:
 
 def _figures(est: Estimate, arms: list[ArmJob]) -> dict[str, float]:
     figures: dict[str, float] = {"rounds": float(est.rounds), "level": est.level,
-                                 "added_fraction_at_100ms": est.fraction.estimate,
-                                 "added_fraction_at_100ms_low": est.fraction.low,
-                                 "added_fraction_at_100ms_high": est.fraction.high}
+                                 "reference_step_ms": est.reference_ms,
+                                 "added_fraction": est.fraction.estimate,
+                                 "added_fraction_low": est.fraction.low,
+                                 "added_fraction_high": est.fraction.high}
     if est.fixed_ms is not None:
         figures["added_ms_per_step"], figures["added_proportional"] = est.fixed_ms, est.proportional
     for w in est.sizes:

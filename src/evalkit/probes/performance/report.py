@@ -6,7 +6,7 @@ import statistics
 
 from evalkit.names import STARTUP_MILESTONES
 from evalkit.probes.performance.arms import ArmJob, Memory
-from evalkit.probes.performance.blocks import REFERENCE_STEP_MS, Estimate, Interval
+from evalkit.probes.performance.blocks import Estimate, Interval
 from evalkit.probes.performance.plan import BASELINE, WRAPPER
 
 
@@ -35,7 +35,7 @@ def fit_text(est: Estimate, budget: float) -> str:
     else:
         how = (f"Fitted over the sizes: added ms per step = {est.fixed_ms:+.3f} + {est.proportional:+.4f} x the "
                "baseline's ms per step.")
-    return (f"{how} On a model whose step takes {REFERENCE_STEP_MS:.0f} ms the wrapper adds "
+    return (f"{how} On a model whose step takes {est.reference_ms:g} ms the wrapper adds "
             f"{_iv(f, 100, 2, '+')}% of the step ({100 * est.level:.2f}% interval over {f.batches} batches of "
             f"{est.rounds} rounds; the level every look of the run used); budget {100 * budget:g}%.")
 

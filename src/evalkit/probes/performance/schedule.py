@@ -20,7 +20,15 @@ import time
 import numpy as np
 from omegaconf import DictConfig
 
-from evalkit.probes.performance.blocks import Estimate, Size, decide, decision_level, estimate, looks
+from evalkit.probes.performance.blocks import (
+    REFERENCE_STEP_MS,
+    Estimate,
+    Size,
+    decide,
+    decision_level,
+    estimate,
+    looks,
+)
 from evalkit.probes.performance.plan import BASELINE, PROFILE_STEPS, WRAPPER, job_name
 
 MIN_BLOCK_STEPS = 4     # a block of one step is mostly the cold start after another process ran (see above)
@@ -32,6 +40,7 @@ class PerformanceSchedule:
         self.sizes = sorted(cfg.probe.performance.depths)
         self.block_s = settings.block_ms / 1000
         self.time_limit_s, self.max_rounds, self.budget = settings.time_limit_s, settings.max_rounds, settings.budget
+        self.reference_ms = float(settings.get("reference_step_ms", REFERENCE_STEP_MS))
         self.level = decision_level(self.max_rounds)
         self.looks = set(looks(self.max_rounds))
         self.seconds: dict[str, list[float]] = {job_name(w, a): [] for w in self.sizes for a in (BASELINE, WRAPPER)}
@@ -52,7 +61,8 @@ class PerformanceSchedule:
 
     def current(self) -> Estimate:
         return estimate([Size(w, self.steps[w], np.array(self.seconds[job_name(w, BASELINE)]),
-                               np.array(self.seconds[job_name(w, WRAPPER)])) for w in self.sizes], self.level)
+                               np.array(self.seconds[job_name(w, WRAPPER)])) for w in self.sizes], self.level,
+                        self.reference_ms)
 
     def add(self, round_index: int, seconds: dict[str, float]) -> str | None:
         for name, value in seconds.items():
@@ -75,8 +85,8 @@ class PerformanceSchedule:
         if self.last is None:
             return f"{len(next(iter(self.seconds.values())))} rounds, first look at {min(self.looks)}"
         f = self.last.fraction
-        return (f"{100 * f.estimate:+.2f}% [{100 * f.low:+.2f}, {100 * f.high:+.2f}] of a 100 ms step after "
-                f"{self.last.rounds} rounds (budget {100 * self.budget:g}%)")
+        return (f"{100 * f.estimate:+.2f}% [{100 * f.low:+.2f}, {100 * f.high:+.2f}] of a {self.reference_ms:g} ms "
+                f"step after {self.last.rounds} rounds (budget {100 * self.budget:g}%)")
 
 
 class ProfileSchedule:

@@ -16,17 +16,18 @@ CONFIG = {"probe": {"performance": {"budget": 0.05, "memory_budget": 0.10, "max_
 
 
 def job(depth: int, arm: str, blocks: list[float], mem_mib: float = 40.0, status: str = "FINISHED",
-        reason: str = "") -> JobEvidence:
+        reason: str = "", config: dict = CONFIG) -> JobEvidence:
     summary = {"turns": {"steps_per_block": STEPS[depth], "blocks_s": blocks, "warmup_step_s": 0.001},
                "peak_mem_bytes": mem_mib * 2**20, "import_rss_bytes": 300 * 2**20,
                "startup_torch_imported_s": 1.5, "startup_wrapper_imported_s": 1.6 + (arm == "wrapper"),
                "startup_first_forward_s": 2.5 + (arm == "wrapper"), "startup_first_step_s": 2.6 + (arm == "wrapper")}
     tags = {"evalkit.failure_reason": reason} if reason else {}
-    return JobEvidence(job_name(depth, arm), f"run-{depth}-{arm}", status, CONFIG, tags,
+    return JobEvidence(job_name(depth, arm), f"run-{depth}-{arm}", status, config, tags,
                        summary=summary if status == "FINISHED" else {})
 
 
-def jobs_for(proportional=0.0, fixed_ms=0.0, rounds=128, noise=0.05, seed=0, mem=(40.0, 40.0), **status):
+def jobs_for(proportional=0.0, fixed_ms=0.0, rounds=128, noise=0.05, seed=0, mem=(40.0, 40.0), config=CONFIG,
+             **status):
     rng = np.random.default_rng(seed)
     machine = np.exp(np.cumsum(0.03 * rng.standard_normal(rounds)))
     out = []
@@ -34,8 +35,8 @@ def jobs_for(proportional=0.0, fixed_ms=0.0, rounds=128, noise=0.05, seed=0, mem
         k = STEPS[depth]
         base = k * step / 1000 * machine * np.exp(noise * rng.standard_normal(rounds))
         wrap = k * (step * (1 + proportional) + fixed_ms) / 1000 * machine * np.exp(noise * rng.standard_normal(rounds))
-        out.append(job(depth, "baseline", list(base), mem[0], **status.get(f"d{depth}-baseline", {})))
-        out.append(job(depth, "wrapper", list(wrap), mem[1], **status.get(f"d{depth}-wrapper", {})))
+        out.append(job(depth, "baseline", list(base), mem[0], config=config, **status.get(f"d{depth}-baseline", {})))
+        out.append(job(depth, "wrapper", list(wrap), mem[1], config=config, **status.get(f"d{depth}-wrapper", {})))
     return out
 
 
@@ -62,7 +63,7 @@ def test_an_identical_copy_passes():
 def test_a_copy_ten_percent_slower_fails_with_its_cost():
     result = perf.judge(jobs_for(proportional=0.10))
     assert result.status == "fail", result.notes
-    assert "budget 5%" in result.notes[0] and result.figures["added_fraction_at_100ms_low"] > 0.05
+    assert "budget 5%" in result.notes[0] and result.figures["added_fraction_low"] > 0.05
     assert result.figures["d32/added_ms"] == pytest.approx(1.1, rel=0.25)
 
 
@@ -70,6 +71,15 @@ def test_a_fixed_cost_that_a_real_model_hides_passes():
     result = perf.judge(jobs_for(fixed_ms=0.6))
     assert result.status == "pass", result.notes
     assert result.figures["d2/ratio"] > 1.3 and result.figures["added_ms_per_step"] == pytest.approx(0.6, abs=0.25)
+
+
+def test_the_same_fixed_cost_fails_at_the_step_time_of_the_users_model():
+    """probe.performance.reference_step_ms: 0.6 ms a step is 0.6 % of a 100 ms step, 12 % of a 5 ms one."""
+    config = {"probe": {"performance": {**CONFIG["probe"]["performance"], "reference_step_ms": 5.0}}}
+    result = perf.judge(jobs_for(fixed_ms=0.6, config=config))
+    assert result.status == "fail", result.notes
+    assert "of a 5 ms step" in result.headline and "+0.6" in result.headline and "ms/step" in result.headline
+    assert result.figures["reference_step_ms"] == 5.0 and result.figures["added_fraction"] > 0.05
 
 
 def test_a_cost_on_the_budget_is_inconclusive_with_the_rounds_it_would_need():
