@@ -41,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="balanced",
                    help="weights of the overall ranking: balanced, research, platform, or one from --scenarios-file")
     p.add_argument("--scenarios-file", type=Path, help="YAML/JSON: scenario -> {dimension: weight}")
-    p.add_argument("--fail-on", default="", metavar="DIM[,DIM][,inconclusive][,not-run]",
+    p.add_argument("--fail-on", default=None, metavar="DIM[,DIM][,inconclusive][,not-run]",
                    help="exit 3 when one of these dimensions fails; add inconclusive and/or not-run to fail on "
                         "those outcomes too (words alone gate all seven dimensions)")
     p.add_argument("--wrappers", default="", metavar="A[,B]",
@@ -92,7 +92,10 @@ def options_from(args):
     from evalkit.verdict.dimensions import DIMENSIONS
     from evalkit.verdict.scenarios import ScenarioError, load_scenarios
 
-    unknown = set(_split(args.fail_on)) - set(DIMENSIONS) - set(GATE_WORDS)
+    if args.fail_on is not None and not _split(args.fail_on):
+        raise BadInput(f"--fail-on: empty ({args.fail_on!r}) would gate nothing; name dimensions "
+                       f"({', '.join(DIMENSIONS)}) and/or {' and '.join(GATE_WORDS)}, or leave the flag out")
+    unknown = set(_split(args.fail_on or "")) - set(DIMENSIONS) - set(GATE_WORDS)
     if unknown:
         raise BadInput(f"--fail-on: unknown dimension(s) {sorted(unknown)}; choose from {', '.join(DIMENSIONS)}, "
                        f"and optionally {' and '.join(GATE_WORDS)}")
@@ -150,7 +153,7 @@ def run(args) -> int:
     unknown = check_references(options.references, verdict.arms)
     if unknown:
         raise BadInput("; ".join(unknown))
-    failures = gate(verdict, _split(args.fail_on), _split(args.wrappers))
+    failures = gate(verdict, _split(args.fail_on or ""), _split(args.wrappers))
     print(terminal_report(verdict))
     print(f"\n[{len(records)} runs read in {read_s:.1f} s, verdict in {time.perf_counter() - started - read_s:.1f} s]",
           file=sys.stderr)

@@ -130,6 +130,8 @@ def test_fail_on_can_also_refuse_inconclusive_and_not_run_cells(sweep, fail_on, 
     (["--experiment", "nope"], "unknown experiment 'nope'"),
     (["--sweep-id", "absent"], "no evalkit job or probe runs"),
     (["--fail-on", "speed"], "unknown dimension"),
+    (["--fail-on", ""], "--fail-on: empty"),            # issue 48: an empty gate is not 'no gate'
+    (["--fail-on", " , "], "--fail-on: empty"),
     (["--wrappers", "composer", "--fail-on", "functional"], "no arm for ['composer']"),
     (["--scenario", "startup"], "--scenario 'startup' unknown"),
     (["--margin", "mse"], "expected [TASK:]METRIC=REL"),
