@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import sys
 import time
@@ -32,6 +33,11 @@ from evalkit.hydra_errors import one_line, sweep_jobs
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
 from evalkit.probes.catalog import probe_names, probe_with
 from evalkit.trainers import installed_trainers
+
+
+def _no_such_trainer(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"{name}: no such trainer" + (f", did you mean {close[0]}?" if close else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         trainers.insert(0, "baseline")
     unknown = [t for t in trainers if t not in ready]
     if unknown:
-        hints = ", ".join(f"{t}: {missing[t]}" if t in missing else f"{t}: no such trainer"
+        hints = ", ".join(f"{t}: {missing[t]}" if t in missing else _no_such_trainer(t, [*ready, *missing])
                           for t in unknown)
-        print(f"evalkit-eval: cannot run {hints}", file=sys.stderr)
+        known = f"; choose from {', '.join(ready)}" if any(t not in missing for t in unknown) else ""
+        print(f"evalkit-eval: cannot run {hints}{known}", file=sys.stderr)
         return 2
     wrappers, probes = [t for t in trainers if t != "baseline"], selected_probes(args.probes)
     problems = job_problems(sweep_overrides(preset, trainers, [args.seeds - 1], for_sweep(args.overrides, None)))

@@ -227,6 +227,14 @@ def test_eval_refuses_zero_seeds_and_unknown_scenarios_before_anything(capsys):
     assert "--scenario 'nosuch' unknown; choose from balanced, platform, research" in capsys.readouterr().err
 
 
+def test_eval_answers_a_misspelled_trainer_with_the_nearest_and_the_list(capsys):
+    """Issue 48: `--trainers lightnig` said 'no such trainer' and nothing else."""
+    assert quick.main(["--trainers", "lightnig"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lightnig: no such trainer, did you mean lightning?" in err[0], err
+    assert "choose from baseline, " in err[0] and "lightning" in err[0].rsplit("choose from", 1)[1]
+
+
 def test_eval_composes_every_job_and_validates_it():
     def check(*extra):
         return quick.job_problems(quick.sweep_overrides(QUICK, ["baseline", "lightning"], [4], list(extra)))
