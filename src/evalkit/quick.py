@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         trainers.insert(0, "baseline")
     unknown = [t for t in trainers if t not in ready]
     if unknown:
-        hints = ", ".join(f"{t}: {missing[t]}" if t in missing else _no_such_trainer(t, [*ready, *missing])
+        hints = "; ".join(f"{t}: {missing[t]}" if t in missing else _no_such_trainer(t, [*ready, *missing])
                           for t in unknown)
         known = f"; choose from {', '.join(ready)}" if any(t not in missing for t in unknown) else ""
         print(f"evalkit-eval: cannot run {hints}{known}", file=sys.stderr)
