@@ -29,6 +29,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from evalkit import trainers
 from evalkit.envs.naming import canonical, env_name, name_problem
 from evalkit.envs.pip_output import refusal, report_problem
@@ -48,6 +50,10 @@ def create(requirements: list[str], name: str | None = None, root: Path | None =
     """The environment of these requirements, created unless it exists: (env, created)."""
     if not requirements:
         raise CreateRefused("name at least one requirement, e.g. evalkit-env create pytorch-ignite==0.4.11")
+    for line in requirements:
+        problem = requirement_problem(line)
+        if problem:
+            raise CreateRefused(problem)
     name = name or env_name(requirements)
     if name_problem(name):
         raise CreateRefused(name_problem(name))
@@ -68,6 +74,16 @@ def create(requirements: list[str], name: str | None = None, root: Path | None =
             shutil.rmtree(target.path, ignore_errors=True)
             raise
     return target, True
+
+
+def requirement_problem(line: str) -> str | None:
+    """Why `line` is not a requirement pip would read as one (PEP 508), or None."""
+    try:
+        Requirement(line)
+    except InvalidRequirement as exc:
+        first = str(exc).splitlines()[0]
+        return f"'{line}' is not a requirement ({first}): write name and version, e.g. lightning==2.5.3"
+    return None
 
 
 @contextlib.contextmanager

@@ -100,6 +100,15 @@ def test_pip_resolves_beside_evalkits_torch_then_installs_only_what_it_listed_in
     assert manifest["created"][:10] == datetime.datetime.now(datetime.timezone.utc).date().isoformat()
 
 
+@pytest.mark.parametrize("requirement", ["lightning>=!2", "lightning==", "==2.5.3", "lightning 2.5.3"])
+def test_a_requirement_that_does_not_parse_is_refused_before_pip_or_a_folder(tmp_path, pip, requirement):
+    """Issue 48: `evalkit-env create 'lightning>=!2'` "succeeded"."""
+    fake = pip([])
+    with pytest.raises(CreateRefused, match=r"is not a requirement .*e\.g\. lightning==2\.5\.3"):
+        create([requirement], root=tmp_path)
+    assert fake.calls == [] and list(tmp_path.iterdir()) == []
+
+
 def test_a_second_create_finds_the_environment_without_asking_pip(tmp_path, pip):
     pip([("pytorch-ignite", "0.4.11")])
     first, _ = create(["pytorch-ignite==0.4.11"], root=tmp_path)
