@@ -48,6 +48,10 @@ class TrainerConfig:
     # (versions recorded; none for the baseline), and the modules the adapter imports (checked, preloaded, timed)
     requirements: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
+    # the wrapper's own documentation, as host[/path] prefixes (`lightning.ai/docs/pytorch`): the only pages an
+    # UnsupportedCombination of kind documented-unsupported may cite (`evalkit.trainers.docs_page`); a refusal citing
+    # anything else is judged as an undocumented one (evalkit.probes.refusals)
+    docs: list[str] = field(default_factory=list)
     # probe=customization: the adapter classes adding a custom loss ("loss") and a custom callback ("callback")
     customizations: dict[str, str] = field(default_factory=dict)
     launch: LaunchConfig = field(default_factory=LaunchConfig)
@@ -159,8 +163,9 @@ class FaultsConfig:
 
 @dataclass
 class SweepConfig:
-    # Re-running a sweep with resume=true skips every job whose resolved config (tracking settings aside, its
-    # fingerprint) already has a FINISHED run in the store; FAILED and KILLED ones run again.
+    # Re-running a sweep with resume=true skips every job whose resolved config (tracking settings aside) at the same
+    # versions (its fingerprint: controller/sweep_resume.py) already has a FINISHED run in the store; FAILED and
+    # KILLED ones run again, and a FINISHED one of other versions (a wrapper, torch, evalkit or its judges upgraded).
     resume: bool = False
 
 
@@ -504,6 +509,11 @@ def config_warnings(cfg: DictConfig) -> list[str]:
                         "so this run records no throughput (perf/samples_per_s, perf/steps_per_s, "
                         f"perf/step_time_median_s); set observe.warmup_steps below {steps} (e.g. "
                         "observe.warmup_steps=0) or raise train.max_steps")
+    lr_warmup = cfg.train.warmup_steps
+    if lr_warmup > steps:
+        warnings.append(f"train.warmup_steps={lr_warmup} > train.max_steps={steps}: the learning rate never reaches "
+                        f"train.lr={cfg.train.lr} (its last step runs at {steps / lr_warmup:.0%} of it); set "
+                        f"train.warmup_steps to at most {steps} or raise train.max_steps")
     return warnings
 
 

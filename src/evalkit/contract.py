@@ -196,8 +196,10 @@ class UnsupportedCombination(RuntimeError):
     """The wrapper cannot run this combination (e.g. a precision on this hardware); the run is refused.
 
     `kind` says why, at the message's end (`[refusal: <kind>]`, read by the functional probe from the failure reason):
-    - DOCUMENTED: the wrapper's documentation says it does not support it; `documented_at` names where. The only
-      refusal the functional probe exempts ("not claimed");
+    - DOCUMENTED: the wrapper's documentation says it does not support it; `documented_at` names where: a page of
+      that documentation (an http(s) URL under the trainer YAML's `docs`). The only refusal the probes exempt ("not
+      claimed", "not judged"); a citation off those pages is judged, not raised on, as an undocumented refusal
+      (evalkit.probes.refusals);
     - SUBSTITUTION: the wrapper would run something other than asked (another precision, device or world size),
       silently or with a warning: the capability is missing, so its item fails (as it does in defaults mode, where
       the substitution itself is observed);

@@ -4,7 +4,9 @@ installed, and the message that says how to install it. A trainer's YAML is the 
   wrapper's own: its version tag, the maintenance probe's releases and dependencies); pyproject's `all` extra holds
   every bundled trainer's, checked by tests/unit/test_trainers.py;
 - `modules`: what the adapter imports: checked before launch (their top-level packages), imported before the task
-  is built (the worker, the warm server), the maintenance probe's import cost.
+  is built (the worker, the warm server), the maintenance probe's import cost;
+- `docs`: the wrapper's own documentation (host[/path] prefixes): the only pages a documented-unsupported refusal may
+  cite (`docs_page`, asked by the probes' judges: evalkit.probes.refusals).
 The controller's preflight, the worker, the warm server, the probes, `evalkit-eval` and the config check all ask
 here.
 """
@@ -16,6 +18,8 @@ import shlex
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -63,6 +67,29 @@ def requirements(trainer: DictConfig) -> list[str]:
 def modules(trainer: DictConfig) -> list[str]:
     """The modules the trainer's adapter imports (`["lightning.pytorch", ...]`)."""
     return _listed(trainer, "modules")
+
+
+def docs(trainer: DictConfig | dict[str, Any]) -> list[str]:
+    """The wrapper's documentation, as host[/path] prefixes (`["lightning.ai/docs/pytorch"]`): the trainer's own
+    `docs`, then those of the bundled trainer whose adapter it runs (a job recorded before `docs` existed, a bundled
+    adapter under another name). Empty for a trainer that names none."""
+    return _listed(trainer, "docs")
+
+
+def docs_page(trainer: DictConfig | dict[str, Any], url: str) -> bool:
+    """Whether `url` is an http(s) page of the wrapper's documentation: its host is a `docs` entry's host (or a
+    subdomain of it) and its path lies under the entry's path, segment by segment."""
+    page = urlsplit(str(url).strip())
+    if page.scheme not in ("http", "https") or not page.hostname:
+        return False
+    path = page.path.rstrip("/") + "/"
+    for entry in docs(trainer):
+        host, _, prefix = entry.strip().strip("/").partition("/")
+        host = host.lower()
+        if (page.hostname == host or page.hostname.endswith("." + host)) and path.startswith(
+                "/" + (prefix.strip("/") + "/" if prefix.strip("/") else "")):
+            return True
+    return False
 
 
 def distributions(trainer: DictConfig) -> list[str]:

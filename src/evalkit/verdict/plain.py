@@ -140,10 +140,24 @@ def differences(e: Evidence, shown: int, with_knobs: bool) -> str:
     return f"{plural(count, 'way')}: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+COUNTS_NOT_JUDGED = ("world_sizes_not_judged", "switches_not_judged")
+
+
+def not_judged(e: Evidence) -> str:
+    """'; world size 2 not judged (documented as unsupported)': what a documented refusal left unjudged, from the
+    `<what>_not_judged` figures ('' when nothing was)."""
+    whats = [k.removesuffix("_not_judged") for k in sorted(e.figures)
+             if k.endswith("_not_judged") and k not in COUNTS_NOT_JUDGED and e.fig(k)]
+    if not whats:
+        return ""
+    words = [re.sub(r"^ws(\d+)$", r"world size \1", w) for w in whats]
+    return f"; {and_list(words)} not judged (documented as unsupported)"
+
+
 def semantics(e: Evidence) -> str:
     if e.status == PASS:
         checked = f"{e.fig('steps_checked'):g} steps checked, " if e.fig("steps_checked") else ""
-        return f"Trains step for step like your loop ({checked}no difference)."
+        return f"Trains step for step like your loop ({checked}no difference){not_judged(e)}."
     if e.status == FAIL:
         return f"Differs from your loop in {differences(e, 1, True)}."
     return f"Whether it trains step for step like your loop is undecided; {decider(e)}."
@@ -153,12 +167,12 @@ def consistency(e: Evidence) -> str:
     equivalence = next((c for c in e.comparisons if c.kind == EQUIVALENCE), None)
     steps = e.fig("steps_compared")
     if e.status == PASS and e.fig("identical") == 1 and steps:
-        return f"Results identical to your loop's over {steps:g} steps."
+        return f"Results identical to your loop's over {steps:g} steps{not_judged(e)}."
     if e.status == PASS and equivalence is not None and not e.figures:    # the sweep's own comparison
         return (f"Final validation {equivalence.metric.removeprefix(names.VAL_PREFIX)} matches your loop's within "
                 f"the {margin_text(equivalence)} margin ({delta_figure(equivalence)}).")
     if e.status == PASS:
-        return f"Results match your loop's within the margin ({clip(e.headline or e.cell.figure, 70)})."
+        return f"Results match your loop's within the margin ({clip(e.headline or e.cell.figure, 70)}){not_judged(e)}."
     if e.status == FAIL:
         what = e.findings[0]["title"] if e.findings else e.cell.figure
         return f"Results drift from your loop's: {clip(what, 80)}."
@@ -174,6 +188,8 @@ def functional(e: Evidence) -> str:
         missing = [clip(f["title"], 50) for f in _distinct_titles(e.findings)[:2]]
         parts.append(f"Runs {passed:g} of {total:g} capabilities asked" + (f" ({'; '.join(missing)})" if missing
                                                                            and passed < total else ""))
+        if e.fig("items_not_claimed"):
+            parts.append(f"{e.fig('items_not_claimed'):g} not claimed (documented as unsupported)")
     broken = e.arm.broken if e.arm else []
     if broken:
         parts.append(f"{len(broken)} of {len(e.arm.jobs)} training runs failed ({clip(broken[0].failure_reason, 50)})")
@@ -203,8 +219,14 @@ def memory_text(e: Evidence) -> str:
 STANDING = {PASS: "within", FAIL: "over", INCONCLUSIVE: "undecided against"}
 
 
+def added_fraction(e: Evidence) -> tuple[float | None, float | None, float | None]:
+    """The added time at the reference step and its interval (runs before issue 44 named it at 100 ms)."""
+    key = "added_fraction" if e.fig("added_fraction") is not None else "added_fraction_at_100ms"
+    return e.fig(key), e.fig(f"{key}_low"), e.fig(f"{key}_high")
+
+
 def performance(e: Evidence) -> str:
-    cost, low, high = (e.fig(f"added_fraction_at_100ms{s}") for s in ("", "_low", "_high"))
+    cost, low, high = added_fraction(e)
     budgets = [c for c in e.comparisons if c.kind == BUDGET]
     if cost is not None:
         level = e.fig("level")
@@ -213,7 +235,12 @@ def performance(e: Evidence) -> str:
         budget = re.search(r"budget (\d+(?:\.\d+)?)%", e.headline)
         where = f"; {STANDING.get(e.status, e.status)} the {budget[1]} % budget" if budget else ""
         where += f", {decider(e)}" if e.status == INCONCLUSIVE else ""
-        return f"Adds {pct(cost)} to a 100 ms step ({interval}{where}){memory_text(e)}."
+        step = e.fig("reference_step_ms") or 100.0
+        fixed = e.fig("added_ms_per_step")
+        fixed = f"; {fixed:+.2f} ms per step fixed" if fixed is not None else ""
+        timed = " with the loggers and progress bars its quick start leaves on" \
+            if e.arm is not None and e.arm.key.mode == "defaults" else ""
+        return f"Adds {pct(cost)} to a {step:g} ms step{timed} ({interval}{fixed}{where}){memory_text(e)}."
     if budgets and not e.figures:
         words = "Per the sweep's whole jobs, " + " and ".join(_budget_words(c) for c in budgets)
         return words + (f"; {decider(e)}." if e.status == INCONCLUSIVE else ".")
@@ -240,7 +267,7 @@ def stability(e: Evidence) -> str:
         if e.status == INCONCLUSIVE:
             return f"No kill, corrupt-checkpoint or OOM drill could be judged; {decider(e)}."
         return f"Kill, corrupt-checkpoint and OOM drills: {e.status} ({clip(e.cell.figure, 90)})."
-    unjudged = f"; {idle:g} not exercised" if idle else ""
+    unjudged = (f"; {idle:g} not exercised" if idle else "") + not_judged(e)
     if e.status == PASS:
         return f"Kill, corrupt-checkpoint and OOM drills: all {total:g} as in your loop{unjudged}."
     broken = []

@@ -3,8 +3,10 @@
 Stage 1 (steps.py) compares the first seed's pair step by step; it is reported, never failed on: a wrapper that
 reorders float operations legitimately drifts from the baseline's bits. Stage 2 (finals.py) decides: the final
 validation metric over the seeds, paired with the baseline's. Stage 3 repeats both under each switch, one row per
-switch; a switch the wrapper (or the baseline) refuses as documented-unsupported (`UnsupportedCombination` citing the
-wrapper's documentation, and only that) is a "not run" row; a silent substitution refused is the wrapper's: a fail.
+switch; a switch the wrapper (or the baseline) refuses as documented-unsupported (`UnsupportedCombination` citing a
+page of the wrapper's own documentation, evalkit.probes.refusals, and only that) is a "not run" row naming that page,
+counted (`switches_not_judged`, `<switch>_not_judged`); a silent substitution refused is the wrapper's: a fail, and so
+is a refusal of no kind or citing no page of the wrapper's docs (`consistency.refused.<switch>`).
 Pass: stage 2 equivalent, no switch showing a deviation, no job crashed; fail: a systematic deviation (or a non-
 finite training) at stage 2 or under a switch, or a wrapper job that crashed (any failure but a refusal: its reason
 is the finding's); inconclusive otherwise (too few seeds, too much noise, a baseline job that crashed, a switch whose
@@ -32,7 +34,7 @@ from evalkit.probes.consistency.steps import (
 )
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
-from evalkit.probes.refusals import DOCUMENTED, refusal_of
+from evalkit.probes.refusals import DOCUMENTED, SUBSTITUTION, Refusal, refusal_of
 
 DIMENSION = "consistency"
 FAILING = (DEVIATION, NONFINITE)
@@ -55,7 +57,8 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
     notes += [f"jobs not of this probe, left out: {', '.join(ignored)}"] if ignored else []
     return ProbeResult(
         dimension=DIMENSION, passed=passed, findings=findings, inconclusive=not passed and not findings,
-        headline=_headline(stepwise[REFERENCE], reference, others, keyed), figures=_figures(stepwise, finals),
+        headline=_headline(stepwise[REFERENCE], reference, others, keyed),
+        figures={**_figures(stepwise, finals), **_not_judged(keyed, switches)},
         notes=notes, series=_series(stepwise[REFERENCE]),
         sections=[_stage1_section(stepwise[REFERENCE]), _stage2_section(reference),
                   *([_stage3_section(others, stepwise, keyed)] if others else [])])
@@ -91,11 +94,21 @@ def _refused(job: JobEvidence) -> bool:
 
 
 def _refusal_kind(jobs: list[JobEvidence]) -> str | None:
-    """The kind of refusal (or 'no kind said') when every one of these jobs was refused; None otherwise."""
+    """The kind of refusal ('no kind said', or why its citation does not check) when every one of these jobs was
+    refused; None otherwise."""
     found = [refusal_of(j) for j in jobs]
     if not found or any(r is None for r in found):
         return None
-    return found[0].kind or "no kind said"
+    return found[0].undocumented()
+
+
+def _documented(keyed: dict[JobKey, JobEvidence], switch: str) -> Refusal | None:
+    """The documented refusal that makes this switch a "not run" row (see `_cannot_run`), else None."""
+    for arm in (WRAPPER, BASELINE):
+        own = _own(keyed, switch, arm)
+        if own and all(_refused(j) for j in own):
+            return refusal_of(own[0])
+    return None
 
 
 def _crashed(keyed: dict[JobKey, JobEvidence], switch: str, arm: str) -> list[JobEvidence]:
@@ -125,9 +138,12 @@ def _crash_finding(keyed: dict[JobKey, JobEvidence], switch: str) -> Finding | N
     where = "" if switch == REFERENCE else f" under {switch}"
     seeds = ", ".join(str(parse_job_name(j.name).seed) for j in crashed)
     kind = _refusal_kind(crashed)
-    if kind is not None:        # refused, but not as documented-unsupported: the wrapper's own substitution
-        return Finding(f"consistency.substituted.{switch}", f"the wrapper would run something else than {switch} "
-                       f"asks (refused: {kind})", switch, None,
+    if kind is not None:        # refused, but not as documented-unsupported: the wrapper's own finding
+        code, title = ((f"consistency.substituted.{switch}", f"the wrapper would run something else than {switch} "
+                        f"asks (refused: {kind})") if kind == SUBSTITUTION else
+                       (f"consistency.refused.{switch}", f"the wrapper refuses {switch} without citing its "
+                        f"documentation ({kind})"))
+        return Finding(code, title, switch, None,
                        size=f"{len(crashed)} of {len(_own(keyed, switch, WRAPPER))} run(s): {_why(crashed[0])}",
                        evidence={"jobs": [j.name for j in crashed], "run_ids": [j.run_id for j in crashed]},
                        explainable=False)
@@ -157,8 +173,9 @@ def _undecided_switch(keyed: dict[JobKey, JobEvidence], switch: str) -> str:
 
 
 def _row_state(keyed: dict[JobKey, JobEvidence], switch: str, outcome: str) -> str:
-    if _cannot_run(keyed, switch):
-        return f"not run ({DOCUMENTED})"
+    documented = _documented(keyed, switch)
+    if documented is not None:
+        return f"not run ({documented.cited()})"
     crashed = _crashed(keyed, switch, WRAPPER)
     if crashed:
         kind = _refusal_kind(crashed)
@@ -258,6 +275,12 @@ def _figures(stepwise: dict[str, StepComparison], finals: dict[str, FinalCompari
         values.update({"paired_sd": f.paired_sd, "raw_sd": f.raw_sd})
         out.update({prefix + k: float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))})
     return out
+
+
+def _not_judged(keyed: dict[JobKey, JobEvidence], switches: list[str]) -> dict[str, float]:
+    """The switches a documented refusal left unjudged: how many, and each by name (`ws2_not_judged`)."""
+    unjudged = [s for s in switches[1:] if _documented(keyed, s) is not None]
+    return {"switches_not_judged": float(len(unjudged)), **{f"{s}_not_judged": 1.0 for s in unjudged}}
 
 
 def _series(stage1: StepComparison) -> dict[str, dict[str, list]]:

@@ -1,6 +1,7 @@
 """The functional probe's items of what the adapter claims to run: each precision, world size 2, and a process
 group evalkit created. A job the adapter refused with `UnsupportedCombination` of kind documented-unsupported (naming
-where the wrapper documents it) is not claimed: the one exemption, and it leaves the item count. A refusal because
+a page of the wrapper's own documentation, `evalkit.probes.refusals`) is not claimed: the one exemption, and it leaves
+the item count; the headline names each with its page. A refusal because
 the wrapper would run something other than asked (silent-substitution: another precision, device or world size)
 fails its item in both modes, as the substitution itself does in defaults mode; so does a refusal that does not say
 its kind, and any other failure of such a job.
@@ -63,16 +64,21 @@ def claimed(name: str, job_name: str, job: JobEvidence | None, may_refuse: bool 
             return make_item(name, job, FAIL, "refused by the adapter because the wrapper would run something other "
                              f"than asked (a silent substitution, not a documented limit): {refused.message}",
                              FAILURE_SOURCE, expected=job_name, observed=SUBSTITUTION)
+        if refused.uncited:
+            return make_item(name, job, FAIL, f"refused by the adapter as documented-unsupported, but {refused.uncited}"
+                             ", so judged as an undocumented refusal (documented_at=<a page of the wrapper's docs, "
+                             f"trainer.docs>): {refused.message}", FAILURE_SOURCE, expected=job_name,
+                             observed="refused", refusal=refused)
         if refused.kind != DOCUMENTED:
             return make_item(name, job, FAIL, "refused by the adapter without naming where the wrapper documents it "
                              "as unsupported, so not exempt (raise UnsupportedCombination(..., kind=documented-"
                              f"unsupported, documented_at=<where>) when it is documented): {refused.message}",
-                             FAILURE_SOURCE, expected=job_name, observed="refused")
+                             FAILURE_SOURCE, expected=job_name, observed="refused", refusal=refused)
         if not may_refuse:
             return make_item(name, job, FAIL, f"refused by the adapter, though it runs world size 2: {refused.message}",
-                             FAILURE_SOURCE)
+                             FAILURE_SOURCE, refusal=refused)
         return make_item(name, job, NOT_CLAIMED, f"refused by the adapter, documented as unsupported "
-                         f"({refused.documented_at}): {refused.message}", FAILURE_SOURCE)
+                         f"({refused.documented_at}): {refused.message}", FAILURE_SOURCE, refusal=refused)
     if job.status != "FINISHED":
         return make_item(name, job, FAIL, ended(job), FAILURE_SOURCE)
     if job.tags.get(names.PRECISION_MISMATCH):

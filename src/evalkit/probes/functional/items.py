@@ -15,7 +15,7 @@ from typing import Any
 from evalkit import names
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.functional.plan import CALIBER, PRECISIONS
-from evalkit.probes.refusals import one_line, refusal_of
+from evalkit.probes.refusals import Refusal, one_line, refusal_of
 
 PASS, FAIL, NOT_CLAIMED, NOT_COUNTED = "pass", "fail", "not claimed", "not counted"
 # The artifacts an item's finding names as its source.
@@ -51,6 +51,7 @@ class Item:
     expected: Any = None
     observed: Any = None
     workaround: str = ""            # what the adapter declares it does outside the wrapper's documented API
+    refusal: Refusal | None = None  # the adapter's refusal, when the job was refused
 
     @property
     def family(self) -> str:

@@ -13,6 +13,7 @@ from evalkit.probes.functional.checks import check_all
 from evalkit.probes.functional.items import ABILITIES, FAIL, NOT_CLAIMED, NOT_COUNTED, PASS, Item, log_bytes
 from evalkit.probes.functional.listing import by_step, last_checkpoint_bytes, listing, step_bytes
 from evalkit.probes.functional.plan import BASELINE, PLAIN, RESUME_AT, RESUME_SOURCE, first_phase
+from evalkit.probes.refusals import not_judged
 
 DIMENSION = "functional"
 KNOWN_JOBS = (*first_phase(), "resume")
@@ -57,10 +58,17 @@ def _figures(items: list[Item], jobs: dict[str, JobEvidence]) -> dict[str, float
 
 
 def _headline(items: list[Item], figures: dict[str, float]) -> str:
+    """'7/7 items; not claimed: world_size_2 (documented-unsupported: <page>); checkpoint 1.00x the baseline's': the
+    items a documented refusal left out, with its page, and those whose refusal cited no page of the wrapper's docs."""
     text = f"{int(figures['items_passed'])}/{int(figures['items_total'])} items"
-    unclaimed = [i.name.split(".")[-1] for i in items if i.status == NOT_CLAIMED]
+    unclaimed = {i.name.split(".")[-1]: i.refusal for i in items if i.status == NOT_CLAIMED and i.refusal}
     if unclaimed:
-        text += f", {', '.join(unclaimed)} not claimed"
+        text += f"; not claimed: {not_judged(unclaimed)}"
+    uncited: dict[str, list[str]] = {}
+    for i in items:
+        if i.status == FAIL and i.refusal is not None and i.refusal.uncited:
+            uncited.setdefault(i.refusal.uncited, []).append(i.name.split(".")[-1])
+    text += "".join(f"; {', '.join(names)}: {why}" for why, names in uncited.items())
     if "checkpoint_ratio" in figures:
         text += f"; checkpoint {figures['checkpoint_ratio']:.2f}x the baseline's"
     return text
@@ -75,8 +83,9 @@ def _notes(jobs: dict[str, JobEvidence]) -> list[str]:
         f"resumes: the wrapper resumed from a copy of plain's checkpoints written after a step up to {RESUME_AT} "
         f"(<probe run dir>/{RESUME_SOURCE}/, with plain's job.json: evalkit compares the settings); it must train "
         "the remaining steps and only those. Equal losses to the uninterrupted run are reported, not required",
-        "a job the adapter refused as an UnsupportedCombination of kind documented-unsupported (naming where the "
-        "wrapper documents it) is a capability it does not claim: not claimed, out of the count (evalkit_process_group "
+        "a job the adapter refused as an UnsupportedCombination of kind documented-unsupported (citing a page of the "
+        "wrapper's own documentation: its trainer config's `docs`; any other citation is an undocumented refusal) is "
+        "a capability it does not claim: not claimed, out of the count, named with its page (evalkit_process_group "
         "only where world size 2 is refused so too); refused as a silent-substitution (the wrapper would run another "
         "precision, device or world size than asked) or without a kind, its item fails, in both modes",
         "thresholds: none is absolute. The items are exact (steps, cadences, a finite final metric); the checkpoint "

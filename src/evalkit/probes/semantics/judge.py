@@ -20,7 +20,7 @@ import numpy as np
 from evalkit.effective import EffectiveConfig
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
-from evalkit.probes.refusals import DOCUMENTED, refusal_of
+from evalkit.probes.refusals import DOCUMENTED, Refusal, refusal_of
 from evalkit.probes.semantics import checks
 from evalkit.probes.semantics.explain_coverage import check_coverage, check_partial_batches
 from evalkit.probes.semantics.explain_lr import check_lr, check_sched_count
@@ -81,6 +81,8 @@ class _Tally:
         self.steps_asked = 0
         self.checked: dict[str, set[int]] = {}          # job -> the steps whose update was checked
         self.gaps: list[tuple[str, str, str]] = []     # (kind, job, what is missing there)
+        self.refused: dict[int, Refusal] = {}          # world size -> a documented refusal there (not judged)
+        self.uncited: dict[int, Refusal] = {}          # world size -> a refusal whose citation does not check
 
     def gap(self, kind: str, job: str, what: str) -> None:
         self.gaps.append((kind, job, what))
@@ -109,17 +111,34 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
         notes[:0] = [("inconclusive: " if inconclusive else "besides the findings, ")
                      + f"the evidence a pass requires is missing: {'; '.join(g for g, _ in gaps)}"]
         notes[1:1] = [f"missing evidence: {g}: {how}" for g, how in gaps]
-    headline = ""
-    if inconclusive:
-        more = f" (+{len(gaps) - 1} more)" if len(gaps) > 1 else ""
-        headline = f"0 findings on missing evidence: {gaps[0][0]}{more}"
+    judged = sorted({j.world_size for j in jobs if j.status == "FINISHED"})
+    unjudged = {ws: r for ws, r in sorted(tally.refused.items()) if ws not in judged}
+    headline = _headline(len(merged), gaps if inconclusive else [], judged, unjudged, tally.uncited)
     return ProbeResult(
         dimension=DIMENSION, passed=not merged and not gaps, findings=merged, notes=notes, series=series,
         headline=headline, inconclusive=inconclusive, sections=quick_start_sections(jobs),
         figures={"findings": float(len(merged)), "unexplained": float(sum(f.unexplained for f in merged)),
                  "jobs": float(len(jobs)), "steps_checked": float(tally.steps_checked),
                  "steps_asked": float(tally.steps_asked), "evidence_gaps": float(len(gaps)),
-                 "max_update_rel_err": tally.max_update_rel_err, "max_lr_rel_err": tally.max_lr_rel_err})
+                 "max_update_rel_err": tally.max_update_rel_err, "max_lr_rel_err": tally.max_lr_rel_err,
+                 "world_sizes_not_judged": float(len(unjudged)), **{f"ws{ws}_not_judged": 1.0 for ws in unjudged}})
+
+
+def _headline(findings: int, gaps: list[tuple[str, str]], judged: list[int], unjudged: dict[int, Refusal],
+              uncited: dict[int, Refusal]) -> str:
+    """The cell's figure: "" (the verdict counts the findings) unless the evidence is missing, a world size was not
+    judged (a documented refusal: '0 findings at ws1; ws2 not judged (documented-unsupported: <page>)') or a refusal's
+    citation is no page of the wrapper's docs ('1 finding; ws2: citation not a page of <wrapper>'s docs: <value>')."""
+    if gaps:
+        more = f" (+{len(gaps) - 1} more)" if len(gaps) > 1 else ""
+        text = f"0 findings on missing evidence: {gaps[0][0]}{more}"
+    elif unjudged or uncited:
+        at = f" at {', '.join(f'ws{ws}' for ws in judged)}" if unjudged and judged else ""
+        text = f"{findings} finding{'' if findings == 1 else 's'}{at}"
+    else:
+        return ""
+    text += "".join(f"; ws{ws} not judged ({r.cited()})" for ws, r in unjudged.items())
+    return text + "".join(f"; ws{ws}: {r.uncited}" for ws, r in sorted(uncited.items()))
 
 
 def quick_start_sections(jobs: list[JobEvidence]) -> list[str]:
@@ -164,15 +183,19 @@ def _judge_job(job: JobEvidence, notes: list[str], series: dict, tally: _Tally) 
     refused = refusal_of(job)
     if refused is not None and refused.kind == DOCUMENTED:
         # the wrapper documents that it cannot run this combination (the functional column counts it, not claimed):
-        # there are no semantics to compare here, only a capability missing
-        where = f", see {refused.documented_at}" if refused.documented_at else ""
-        notes.append(f"{job.name}: not judged: refused as documented-unsupported ({refused.message}{where}); the "
-                     "functional column counts it as not claimed")
+        # there are no semantics to compare here, only a capability missing; the headline names the world size
+        notes.append(f"{job.name}: not judged: refused as documented-unsupported ({refused.message}, see "
+                     f"{refused.documented_at}); the functional column counts it as not claimed")
+        tally.refused.setdefault(job.world_size, refused)
         return []
     if job.status != "FINISHED":
         notes.append(f"{job.name}: {job.status}: {job.failure_reason or 'no reason recorded'}")
+        why = ""
+        if refused is not None and refused.uncited:
+            tally.uncited.setdefault(job.world_size, refused)
+            why = f"{refused.uncited}, so judged as an undocumented refusal: "
         return [Finding(code="job.failed", title="the wrapper could not run the truth caliber", job=job.name,
-                        first_step=None, observed=job.status, size=job.failure_reason or job.status,
+                        first_step=None, observed=job.status, size=why + (job.failure_reason or job.status),
                         explained_by=[job.failure_reason] if job.failure_reason else [])]
     cal = Caliber.of(job.config)
     tally.steps_asked += cal.max_steps

@@ -15,6 +15,7 @@ import re
 from evalkit.probes.evidence import JobEvidence
 
 PASS, FAIL, NOT_EXERCISED = "pass", "fail", "not exercised"
+NOT_CLAIMED = "not claimed"      # a drill the wrapper refused as documented-unsupported (evalkit.probes.refusals)
 OOM_MARKERS = ("out of memory", "outofmemoryerror")
 LOSS_MARKERS = ("error in the loss function",)
 # A failure that names the checkpoint: the word, a loader's error (torch.load's unpickler and zip reader,

@@ -1,7 +1,10 @@
 """The stability probe's judge: one item per fault, each pass / fail / not exercised, with its evidence.
 
 Every pass rests on evidence (issue 28): an item whose evidence cannot decide is not exercised, with what is
-missing and how to get it, and the headline counts both ("7/8 items, 2 not exercised: ..."). A failed item that a
+missing and how to get it, and the headline counts both ("7/8 items, 2 not exercised: ..."). A drill the wrapper
+refused as documented-unsupported (a page of its own docs cited: evalkit.probes.refusals) is not claimed, named with
+its page ("; not judged: kill ws2 (documented-unsupported: <page>)") and counted; refused otherwise, it fails, saying
+why (a citation that is no page of the wrapper's docs is an undocumented refusal). A failed item that a
 plain torch.save/torch.load loop fails alike (a checkpoint with flipped bytes: torch checks no checksum) says so in
 its outcome, its finding (`shared_with_torch`) and the headline, so the column still tells wrappers apart."""
 from __future__ import annotations
@@ -10,10 +13,12 @@ from dataclasses import dataclass
 
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult
+from evalkit.probes.refusals import DOCUMENTED, Refusal, not_judged, refusal_of
 from evalkit.probes.stability import plan as P
 from evalkit.probes.stability.items import (
     FAIL,
     LOSS_MARKERS,
+    NOT_CLAIMED,
     NOT_EXERCISED,
     OOM_MARKERS,
     PASS,
@@ -45,6 +50,7 @@ class Item:
     first_step: int | None = None
     causes: tuple[str, ...] = ()
     shared_with_torch: bool = False     # a plain torch.save/torch.load loop fails it alike
+    refusal: Refusal | None = None      # the wrapper refused the drill's job
 
     def seen_in(self) -> str:
         """The job the item's outcome was seen in: a resume item's resume, else its first job (the others are
@@ -74,6 +80,13 @@ def resume_item(name: str, jobs: dict[str, JobEvidence]) -> Item | None:
     if kill not in jobs:
         return None
     killed = jobs[kill]
+    refused = refusal_of(killed)
+    if refused is not None and refused.kind == DOCUMENTED:
+        return Item(name, title, NOT_CLAIMED, f"refused as documented-unsupported ({refused.documented_at}): "
+                    f"{refused.message}", [killed], refusal=refused)
+    if refused is not None:
+        return Item(name, title, FAIL, f"refused ({refused.undocumented()}), judged as an undocumented refusal: "
+                    f"{refused.message}", [killed], refusal=refused)
     if not fault_fired(killed):
         how = ("its checkpoints are not written through torch.save" if name == "kill_during_write"
                else "the job was not killed")
@@ -139,12 +152,15 @@ def judge(evidence: list[JobEvidence], leak_limit: float = P.LEAK_FLOOR, log_lim
                      f"unpickled): {', '.join(unsafe) if unsafe else 'none'}")
         figures["unsafe_loads"] = float(len(unsafe))
     failed = [i for i in items if i.status == FAIL]
-    judged = [i for i in items if i.status != NOT_EXERCISED]
+    judged = [i for i in items if i.status not in (NOT_EXERCISED, NOT_CLAIMED)]
     unexercised = [i for i in items if i.status == NOT_EXERCISED]
+    unclaimed = [i for i in items if i.status == NOT_CLAIMED]
     # drills with no job in this run (the preset planned no long run, no world size 2; probe.only picked others)
     not_run = [name for name in P.ITEM_JOBS if name not in {i.name for i in items}]
     figures.update(items_passed=float(len(judged) - len(failed)), items_total=float(len(judged)),
                    items_not_exercised=float(len(unexercised)), items_not_run=float(len(not_run)),
+                   items_not_claimed=float(len(unclaimed)),
+                   **{f"{i.name.rpartition('_')[2]}_not_judged": 1.0 for i in unclaimed if i.name.endswith("_ws2")},
                    items_shared_with_torch=float(sum(1 for i in failed if i.shared_with_torch)),
                    resumes_bit_for_bit=float(sum(1 for i in items if i.outcome.startswith(BIT_FOR_BIT))))
     findings = [Finding(f"stability.{i.name}", i.title, i.seen_in(), i.first_step, size=i.outcome,
@@ -156,13 +172,16 @@ def judge(evidence: list[JobEvidence], leak_limit: float = P.LEAK_FLOOR, log_lim
         headline += f", {len(unexercised)} not exercised"
     if failed:
         shown = [i.name.replace("_", " ") + (" (shared with plain torch)" if i.shared_with_torch else "")
-                 for i in failed]
+                 + (f" ({i.refusal.uncited})" if i.refusal is not None and i.refusal.uncited else "") for i in failed]
         headline += ": " + ", ".join(shown[:4]) + (" …" if len(shown) > 4 else "")
+    if unclaimed:
+        headline += "; not judged: " + not_judged({i.name.replace("_", " "): i.refusal for i in unclaimed})
     if not_run:
         named = [n.replace("_", " ") for n in not_run]
         headline += (f"; not run: {len(not_run)} drill{'s' if len(not_run) > 1 else ''} ("
                      + ", ".join(named[:3]) + (", …" if len(named) > 3 else "") + ")")
     notes += [f"{i.name}: not exercised, {i.outcome}" for i in unexercised]
+    notes += [f"{i.name}: not claimed, {i.outcome}" for i in unclaimed]
     if not_run:
         notes.append("not run (no job of theirs in this probe run): " + ", ".join(not_run))
     return ProbeResult("stability", passed=bool(judged) and not failed, findings=findings, figures=figures,

@@ -43,8 +43,9 @@ def job(switch: str, seed: int, arm: str, *, scale=None, final=None, status="FIN
         series = {k: v * scale(k, np.arange(1, STEPS + 1)) for k, v in series.items()}
     rows = [{"step": s, **{k: float(v[s - 1]) for k, v in series.items()}} for s in range(1, steps + 1)]
     value = FINALS[seed] if final is None else final
+    config = {"seed": seed, "trainer": {"name": "wrapper", "docs": ["example.org"]}}   # its refusals cite example.org
     evidence = JobEvidence(job_name_of(switch, seed, arm), f"run-{switch}-{seed}-{arm}", status,
-                           {"seed": seed}, dict(TAGS) if status == "FINISHED" else {names.FAILURE_REASON: reason})
+                           config, dict(TAGS) if status == "FINISHED" else {names.FAILURE_REASON: reason})
     if status == "FINISHED":
         evidence.steps, evidence.val = rows, [{"step": steps, "loss": value, "mse": value}]
     else:
@@ -203,7 +204,7 @@ def test_each_switch_is_a_row_and_a_shift_under_one_is_attributed_to_it():
     (finding,) = result.findings
     assert finding.code == "consistency.final_metric.bf16_mixed" and "under bf16_mixed" in finding.title
     assert result.headline.endswith("bf16_mixed: deviation; ws2: equivalent; "
-                                    "fp16_mixed: not run (documented-unsupported)")
+                                    "fp16_mixed: not run (documented-unsupported: https://example.org/fp16)")
     table = result.sections[2].splitlines()
     rows = {line.split("|")[1].strip(): line for line in table if line.startswith("| ") and "switch" not in line}
     assert set(rows) == {"bf16_mixed", "ws2", "fp16_mixed"}
@@ -218,7 +219,7 @@ def test_a_switch_the_wrapper_refuses_as_documented_unsupported_is_not_run_and_d
                job("fp16_mixed", 0, "baseline")]
     result = judge(pairs() + blocked)
     assert result.passed and "fp16_mixed: not run" in result.headline
-    assert not any(k.startswith("fp16_mixed_") for k in result.figures)   # nothing measured, no figure
+    assert [k for k in result.figures if k.startswith("fp16_mixed_")] == ["fp16_mixed_not_judged"]   # none measured
     assert any(n.startswith("job(s) fp16_mixed-s0-wrapper did not finish (UnsupportedCombination: ")
                for n in result.notes)
 
@@ -308,4 +309,46 @@ def test_a_switch_refused_as_a_silent_substitution_fails_and_only_a_documented_r
     assert result.headline.endswith("fp16_mixed: refused (silent-substitution)")
     documented = [job("ws2", 0, "wrapper", status="FAILED", reason=DOCUMENTED_REFUSAL), job("ws2", 0, "baseline")]
     result = judge(pairs() + documented)
-    assert result.passed and result.headline.endswith("ws2: not run (documented-unsupported)")
+    assert result.passed and result.headline.endswith("ws2: not run (documented-unsupported: https://example.org/fp16)")
+
+
+# ------------------------------------------------------------------ a refusal recorded, and its citation (issue 44)
+POUTYNE_PAGE = "https://poutyne.org/model.html#poutyne.Model.to"
+
+
+def poutyne_refused(seed: int, where: str = POUTYNE_PAGE) -> JobEvidence:
+    """The ws2 switch's wrapper job refused as Poutyne refused world size 2 in a recorded probe run (its failure reason
+    and trainer config, tests/fixtures/semantics/wrappers/poutyne.defaults.json.gz), citing `where`."""
+    from helpers import FIXTURES, recorded_evidence
+
+    recorded = next(j for j in recorded_evidence(FIXTURES / "semantics" / "wrappers" / "poutyne.defaults.json.gz")
+                    if j.name == "ws2-noclip")
+    refused = job("ws2", seed, "wrapper", status="FAILED", steps=0,
+                  reason=recorded.failure_reason.replace(POUTYNE_PAGE, where))
+    refused.config["trainer"] = recorded.config["trainer"]
+    return refused
+
+
+def test_a_switch_refused_as_documented_names_its_page_in_the_cell_and_is_counted():
+    """Issue 44: the headline read "ws2: not run (documented-unsupported)", naming no page; it names the page the
+    refusal cites, counted in the figures (switches_not_judged, ws2_not_judged), and the cell shows it."""
+    from helpers import verdict_cell
+
+    refused = [poutyne_refused(s) for s in (0, 1, 2)] + [job("ws2", s, "baseline") for s in (0, 1, 2)]
+    result = judge(pairs() + refused)
+    assert result.passed and result.headline.endswith(f"ws2: not run (documented-unsupported: {POUTYNE_PAGE})")
+    assert result.figures["switches_not_judged"] == 1 and result.figures["ws2_not_judged"] == 1
+    cell = verdict_cell("consistency", json.loads(result.to_json()), "poutyne")
+    assert cell.cell() == f"pass ({result.headline})"
+
+
+def test_a_switch_refused_citing_no_page_of_the_wrappers_docs_is_the_wrappers_finding():
+    refused = [poutyne_refused(s, "see the README") for s in (0, 1, 2)] + [job("ws2", s, "baseline") for s in (0, 1, 2)]
+    result = judge(pairs() + refused)
+    assert not result.passed and not result.inconclusive
+    (finding,) = result.findings
+    assert finding.code == "consistency.refused.ws2"
+    assert finding.title == ("the wrapper refuses ws2 without citing its documentation (citation not a page of "
+                             "poutyne's docs: see the README)")
+    assert result.headline.endswith("ws2: refused (citation not a page of poutyne's docs: see the README)")
+    assert result.figures["switches_not_judged"] == 0

@@ -21,7 +21,8 @@ MAX, EVERY = 12, 4
 def job(name: str, *, steps=range(1, MAX + 1), val=(4, 8, 12), ckpts=(4, 8, 12), ckpt_bytes=1000,
         status="FINISHED", reason="", tags=None, effective=None, distributed=None) -> JobEvidence:
     config = {"train": {"max_steps": MAX, "val_every": EVERY, "ckpt_every": EVERY},
-              "distributed": distributed or {"name": "none", "world_size": 1, "init_by": "adapter"}}
+              "distributed": distributed or {"name": "none", "world_size": 1, "init_by": "adapter"},
+              "trainer": {"name": "wrapper", "docs": ["example.org/wrapper"]}}      # DOCS is a page of its docs
     all_tags = {names.VAL_METRIC: "mse", **({names.FAILURE_REASON: reason} if reason else {}), **(tags or {})}
     evidence = JobEvidence(name, f"run-{name}", status, config, all_tags)
     evidence.steps = [{"step": s, "loss": 1.0 / s, "lr": 1e-3} for s in steps]
@@ -214,7 +215,8 @@ def test_a_precision_refused_as_documented_unsupported_is_not_claimed_and_names_
     cells = rows(result)["precisions.fp16_mixed"]
     assert cells[1] == "not claimed"
     assert cells[2] == f"refused by the adapter, documented as unsupported ({DOCS}): fp8 has no wrapper equivalent"
-    assert result.headline == "8/8 items, fp16_mixed not claimed; checkpoint 2.00x the baseline's"
+    assert result.headline == ("8/8 items; not claimed: fp16_mixed (documented-unsupported: https://example.org/wrapper/"
+                               "precision); checkpoint 2.00x the baseline's")
     assert result.figures["items_not_claimed"] == 1
 
 
@@ -271,6 +273,47 @@ def test_refusing_evalkits_process_group_fails_where_world_size_2_runs():
 def test_a_world_size_2_job_that_crashes_fails():
     crashed = job("ws2", steps=(1,), status="FAILED", reason="rank 1: worker killed by SIGKILL (exit codes [-9, 1])")
     assert failed(judge(every_job(ws2=crashed)))["world_size_2"].startswith("ws2 ended FAILED: rank 1: worker killed")
+
+
+# ------------------------------------------------------------------ a refusal recorded, and its citation (issue 44)
+POUTYNE_PAGE = "https://poutyne.org/model.html#poutyne.Model.to"
+
+
+def poutyne_refused(name: str, where: str = POUTYNE_PAGE) -> JobEvidence:
+    """Job `name` refused as Poutyne refused world size 2 in a recorded probe run (its failure reason and trainer
+    config, tests/fixtures/semantics/wrappers/poutyne.defaults.json.gz), citing `where`."""
+    from helpers import FIXTURES, recorded_evidence
+
+    recorded = next(j for j in recorded_evidence(FIXTURES / "semantics" / "wrappers" / "poutyne.defaults.json.gz")
+                    if j.name == "ws2-noclip")
+    refused = job(name, steps=(), status="FAILED", reason=recorded.failure_reason.replace(POUTYNE_PAGE, where),
+                  distributed={"name": "ddp", "world_size": 2, "init_by": "evalkit" if name == "pg" else "adapter"})
+    refused.config["trainer"] = recorded.config["trainer"]
+    return refused
+
+
+def test_the_cell_names_what_a_documented_refusal_left_unclaimed_and_where_it_is_documented():
+    """Issue 44: the headline read "7/7 items, world_size_2, evalkit_process_group not claimed" with no word of the
+    documentation that exempts them; it names the page now, and the cell shows it."""
+    from helpers import verdict_cell
+
+    result = judge(every_job(ws2=poutyne_refused("ws2"), pg=poutyne_refused("pg")))
+    assert result.passed and result.figures["items_not_claimed"] == 2
+    assert result.headline == ("7/7 items; not claimed: world_size_2, evalkit_process_group (documented-unsupported: "
+                               f"{POUTYNE_PAGE}); checkpoint 2.00x the baseline's")
+    cell = verdict_cell("functional", json.loads(result.to_json()), "poutyne")
+    assert cell.cell() == f"pass ({result.headline})"
+
+
+def test_a_refusal_citing_no_page_of_the_wrappers_docs_is_an_undocumented_refusal_and_says_why():
+    result = judge(every_job(ws2=poutyne_refused("ws2", "see the README"), pg=poutyne_refused("pg", "see the README")))
+    assert not result.passed and set(failed(result)) == {"world_size_2", "evalkit_process_group"}
+    reason = failed(result)["world_size_2"]
+    assert reason.startswith("refused by the adapter as documented-unsupported, but citation not a page of poutyne's "
+                             "docs: see the README")
+    assert result.headline == ("7/9 items; world_size_2, evalkit_process_group: citation not a page of poutyne's "
+                               "docs: see the README; checkpoint 2.00x the baseline's")
+    assert result.figures["items_not_claimed"] == 0
 
 
 # ------------------------------------------------------------------ workarounds

@@ -68,3 +68,41 @@ def test_poutyne_quick_start_lr_per_epoch_is_matched_past_max_steps_and_labelled
     assert lr["explained_by"][0] == "the scheduler stepped once per epoch (its count = epochs completed)"
     assert lr["declared"].startswith(f"{EVALKITS_SETTING}: defaults: the quick start has no scheduler")
     assert len(lr["evidence"]["steps"]) == 12
+
+
+POUTYNE_PAGE = "https://poutyne.org/model.html#poutyne.Model.to"
+NOT_JUDGED = f"ws2 not judged (documented-unsupported: {POUTYNE_PAGE})"
+
+
+def refused_at_ws2() -> list:
+    """Poutyne's ws2 jobs as recorded: refused as documented-unsupported, citing Model.to's page."""
+    return [j for j in recorded_evidence(WRAPPERS / "poutyne.defaults.json.gz") if j.name.startswith("ws2")]
+
+
+def test_poutynes_semantics_cell_names_world_size_2_it_did_not_judge():
+    """Issue 44: Poutyne refuses world size 2 (documented): its cell read `fail (6 findings: ...)` or, with its ws1
+    jobs passing, `pass (0 findings)`, with no word that world size 2 was never judged."""
+    from helpers import verdict_cell
+
+    result = judged("poutyne.defaults")
+    assert result["headline"] == f"6 findings at ws1; {NOT_JUDGED}"
+    assert result["figures"]["world_sizes_not_judged"] == 1 and result["figures"]["ws2_not_judged"] == 1
+    ws1 = [j for j in recorded_evidence(FIXTURES / "semantics" / "baseline.json") if j.world_size == 1]
+    passing = json.loads(judge(ws1 + refused_at_ws2()).to_json())
+    assert passing["passed"] and passing["headline"] == f"0 findings at ws1; {NOT_JUDGED}"
+    assert verdict_cell("semantics", passing, "poutyne").cell() == f"pass (0 findings at ws1; {NOT_JUDGED})"
+
+
+def test_a_refusal_of_world_size_2_citing_no_page_of_poutynes_docs_is_poutynes_finding():
+    from dataclasses import replace
+
+    from evalkit import names
+
+    ws1 = [j for j in recorded_evidence(FIXTURES / "semantics" / "baseline.json") if j.world_size == 1]
+    readme = [replace(j, tags={**j.tags, names.FAILURE_REASON: j.failure_reason.replace(
+        POUTYNE_PAGE, "see the README")}) for j in refused_at_ws2()]
+    result = judge(ws1 + readme)
+    assert not result.passed and {f.code for f in result.findings} == {"job.failed"}
+    assert "citation not a page of poutyne's docs: see the README" in result.findings[0].size
+    assert result.headline == "2 findings; ws2: citation not a page of poutyne's docs: see the README"
+    assert result.figures["world_sizes_not_judged"] == 0

@@ -4,6 +4,8 @@ counts only against a control), the error items (the exit status the wrapper ask
 calibration against the baseline's slope on synthetic memory series with known slopes (issue 28)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -382,3 +384,50 @@ def test_drills_the_plan_did_not_run_are_named_in_the_headline_and_counted():
     assert result.headline == ("1/2 items: corrupt flipped (shared with plain torch); not run: 8 drills (kill between, "
                                "kill after checkpoint, kill during write, …)")
     assert result.notes[-1] == "not run (no job of theirs in this probe run): " + ", ".join(not_run)
+
+
+# ------------------------------------------------------------------ a refusal recorded, and its citation (issue 44)
+POUTYNE_PAGE = "https://poutyne.org/model.html#poutyne.Model.to"
+
+
+def poutyne_refused(name: str, where: str = POUTYNE_PAGE) -> JobEvidence:
+    """Job `name` refused as Poutyne refused world size 2 in a recorded probe run (its failure reason and trainer
+    config, tests/fixtures/semantics/wrappers/poutyne.defaults.json.gz), citing `where`."""
+    from helpers import FIXTURES, recorded_evidence
+
+    recorded = next(j for j in recorded_evidence(FIXTURES / "semantics" / "wrappers" / "poutyne.defaults.json.gz")
+                    if j.name == "ws2-noclip")
+    return run(name, range(0), status="FAILED", reason=recorded.failure_reason.replace(POUTYNE_PAGE, where),
+               config={"train": {"max_steps": STEPS, "ckpt_every": 6}, "distributed": {"world_size": 2},
+                       "faults": {"kill_after_step": 9} if name.startswith("kill") else {},
+                       "trainer": recorded.config["trainer"]})
+
+
+def resumed_between() -> list[JobEvidence]:
+    killed = run("kill-between", range(1, 10), status="FAILED", reason="worker killed by SIGKILL",
+                 config={"train": {"max_steps": STEPS, "ckpt_every": 6}, "faults": {"kill_after_step": 9}})
+    return [REFERENCE, killed, run("resume-between", range(7, STEPS + 1), start_params=6)]
+
+
+def test_a_world_size_2_drill_refused_as_documented_is_named_with_its_page_and_counted():
+    """Issue 44: Poutyne's kill at world size 2, refused as documented-unsupported, read "1/1 items, 1 not exercised"
+    as if the drill had not fired; the cell names it with its page and counts it."""
+    from helpers import verdict_cell
+
+    result = judge(resumed_between() + [poutyne_refused("reference-ws2"), poutyne_refused("kill-ws2")])
+    assert result.passed and not result.findings
+    assert judged_part(result.headline) == f"1/1 items; not judged: kill ws2 (documented-unsupported: {POUTYNE_PAGE})"
+    assert result.figures["items_not_claimed"] == 1 and result.figures["ws2_not_judged"] == 1
+    assert result.figures["items_not_exercised"] == 0
+    cell = verdict_cell("stability", json.loads(result.to_json()), "poutyne")
+    assert cell.cell() == f"pass ({result.headline})"
+
+
+def test_a_world_size_2_drill_refused_without_a_page_of_the_wrappers_docs_fails():
+    result = judge(resumed_between() + [poutyne_refused("reference-ws2", "see the README"),
+                                        poutyne_refused("kill-ws2", "see the README")])
+    assert not result.passed and [f.code for f in result.findings] == ["stability.kill_ws2"]
+    assert judged_part(result.headline) == ("1/2 items: kill ws2 (citation not a page of poutyne's docs: see the "
+                                            "README)")
+    assert "judged as an undocumented refusal" in result.findings[0].size
+    assert result.figures["items_not_claimed"] == 0 and "ws2_not_judged" not in result.figures
