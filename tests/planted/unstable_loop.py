@@ -5,7 +5,8 @@
   wrong}, wrong one
   of `no_rng` (RNG state not restored), `no_optimizer` (optimizer state not restored), `no_scheduler` (scheduler
   state not restored), `repeat_step` (the step of the checkpoint trained again: counter and data position one step
-  back), `data_restart` (the data position lost: the epoch starts again). Keyed by the killed job so that one probe
+  back), `data_restart` (the data position lost: the epoch starts again), `no_buffers` (the weights restored, the
+  buffers not: BatchNorm running statistics back at their start, issue 44). Keyed by the killed job so that one probe
   run can plant a different wrong in each resume it makes;
 - `in_place: true`: checkpoints written in place (no temporary file, no checksum): a kill during the write leaves a
   truncated file where the next resume finds it;
@@ -24,7 +25,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from adapters.baseline import CHECKPOINT_FORMAT, BaselineAdapter
 from evalkit.checkpoint import CorruptCheckpoint, latest_checkpoint, restore_rng, safe_load
 
-RESUME_WRONGS = ("no_rng", "no_optimizer", "no_scheduler", "repeat_step", "data_restart")
+RESUME_WRONGS = ("no_rng", "no_optimizer", "no_scheduler", "repeat_step", "data_restart", "no_buffers")
 
 
 class UnstableAdapter(BaselineAdapter):
@@ -76,6 +77,10 @@ class UnstableAdapter(BaselineAdapter):
                 return 0, 0, 0
             raise
         model.load_state_dict(state["model"])
+        if wrong == "no_buffers":
+            for module in model.modules():
+                if isinstance(module, torch.nn.modules.batchnorm._NormBase):
+                    module.reset_running_stats()
         if wrong != "no_optimizer":
             optimizer.load_state_dict(state["optimizer"])
         if wrong != "no_scheduler":

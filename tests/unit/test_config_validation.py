@@ -134,12 +134,12 @@ THIRD_PARTY = ["task=third_party", "task._target_=logging.basicConfig", "task.na
 def test_another_tasks_setting_added_with_plus_is_refused_naming_the_tasks_settings():
     assert problems("+task.n_heads=2") == [
         "task.n_heads is not a setting (evalkit would ignore it): remove it; task has _target_, name, metric_margin, "
-        "n_train, n_val, in_dim, hidden, depth, out_dim, noise, dropout"]
+        "n_train, n_val, in_dim, hidden, depth, out_dim, noise, dropout, batchnorm"]
     assert problems("task=tiny_lm", "+task.nheads=2") == [
         "task.nheads is not a setting (evalkit would ignore it): did you mean task.n_heads?"]
     assert problems("+task.extra.root=/data") == [
         "task.extra is not a setting (evalkit would ignore it): remove it; task has _target_, name, metric_margin, "
-        "n_train, n_val, in_dim, hidden, depth, out_dim, noise, dropout"]
+        "n_train, n_val, in_dim, hidden, depth, out_dim, noise, dropout, batchnorm"]
 
 
 def test_a_third_party_builder_gets_extra_as_keywords_and_a_typo_there_is_refused():
@@ -148,7 +148,7 @@ def test_a_third_party_builder_gets_extra_as_keywords_and_a_typo_there_is_refuse
                                                   ("depth", 1), ("out_dim", 1)))]
     assert problems(*mlp, "+task.extra.noise=0.1") == []
     signature = ("evalkit.tasks.catalog.mlp_regression(seed, *, n_train, n_val, in_dim, hidden, depth, out_dim, noise, "
-                 "dropout)")
+                 "dropout, batchnorm)")
     assert problems(*mlp, "+task.extra.nois=0.1") == [
         f"task.extra.nois is not an argument of {signature}: did you mean task.extra.noise?",
         "evalkit.tasks.catalog.mlp_regression needs the argument noise: set task.extra.noise"]
@@ -159,7 +159,8 @@ def test_a_builder_that_does_not_take_the_tasks_settings_is_refused():
     signature = "evalkit.tasks.catalog.tiny_lm(seed, *, n_train, n_val, vocab_size, seq_len, hidden, depth, n_heads)"
     assert found[0] == f"task.in_dim is not an argument of {signature}: remove it"
     assert found[-1] == "evalkit.tasks.catalog.tiny_lm needs the argument n_heads: set task.n_heads"
-    assert len(found) == 7      # in_dim, out_dim, noise, dropout refused; vocab_size, seq_len, n_heads missing
+    assert len(found) == 8      # in_dim, out_dim, noise, dropout, batchnorm refused; vocab_size, seq_len, n_heads
+    #                             missing
 
 
 BUILDERS = """
@@ -217,6 +218,15 @@ def test_a_warmup_covering_every_step_is_a_warning_not_an_error():
     assert warning.startswith("observe.warmup_steps=5 >= train.max_steps=5") and "no throughput" in warning
     assert "observe.warmup_steps=0" in warning
     assert config_warnings(compose_config("train.max_steps=6")) == []
+
+
+def test_an_lr_warmup_longer_than_the_run_is_a_warning():
+    """Issue 48: train.warmup_steps > train.max_steps was accepted without a word (the LR never reaches train.lr)."""
+    cfg = compose_config("train.max_steps=20", "train.warmup_steps=50")
+    (warning,) = config_warnings(cfg)
+    assert warning.startswith("train.warmup_steps=50 > train.max_steps=20: the learning rate never reaches")
+    assert "(its last step runs at 40% of it)" in warning and "train.warmup_steps to at most 20" in warning
+    assert config_warnings(compose_config("train.max_steps=20", "train.warmup_steps=20")) == []
 
 
 # ------------------------------------------------------------------ item 15: evalkit-eval checks first

@@ -167,10 +167,12 @@ class Shipper:
         for rank in sorted(set(range(self.world_size)) | set(self.micro)):   # rank 0's file even when empty
             micro = [{**m, "ids": " ".join(map(str, m.get("ids", [])))} for m in self.micro.get(rank, [])]
             paths.append(_write_csv(os.path.join(out_dir, names.micro_csv_name(rank)), micro, MICRO_COLUMNS))
-        if self.params:
+        if self.params:     # buffers (BatchNorm running statistics): a column of their own, where recorded
+            buffers = ["buffers"] if any("buffers" in p for p in self.params) else []
             paths.append(_write_csv(os.path.join(out_dir, names.PARAMS_CSV_NAME),
-                                    [{"step": p["step"], "values": " ".join(f"{v:.9g}" for v in p["values"])}
-                                     for p in self.params], ["step", "values"]))
+                                    [{"step": p["step"], **{k: " ".join(f"{v:.9g}" for v in p.get(k, []))
+                                                            for k in ("values", *buffers)}}
+                                     for p in self.params], ["step", "values", *buffers]))
         if self.optimizers:
             path = os.path.join(out_dir, names.OPTIMIZER_JSON_NAME)
             with open(path, "w") as fh:

@@ -91,7 +91,7 @@ class Observer:
         self.memory = PeakMemory(device, import_rss)
         self.params = ParamRecords(task.model, spool) if record_params and not timing else None
         self.optimizer = OptimizerGroups(task.model, spool) if not timing else None
-        self._start_params: list[float] | None = None     # a resumed job's parameters at its first forward
+        self._start_params: dict | None = None     # a resumed job's parameters and buffers at its first forward
         self._resuming = resuming
         self.ckpts = CheckpointWatch(ckpt_dir) if ckpt_dir and not timing else None
         self.memory_samples = MemorySamples(spool, device, memory_every, job_dir) if memory_every and not timing \
@@ -145,7 +145,7 @@ class Observer:
             if not self.steps.in_step:                  # the step's first training forward
                 self.steps.rng = rng_digest()
                 if self._resuming and self.params is not None and self.first_forward_wall is None:
-                    self._start_params = self.params.values()
+                    self._start_params = self.params.state()
         self.samples.on_forward_pre(args, kwargs, training)
 
     def _on_forward(self, module, args, kwargs, output) -> None:

@@ -30,6 +30,7 @@ class JobEvidence:
     steps: list[dict[str, Any]] = field(default_factory=list)        # rank 0, one per optimizer step
     micro: dict[int, list[dict[str, Any]]] = field(default_factory=dict)   # rank -> micro-batches (ids: list)
     params: dict[int, np.ndarray] = field(default_factory=dict)      # step -> parameters after it (rank 0)
+    buffers: dict[int, np.ndarray] = field(default_factory=dict)     # step -> buffers after it (BatchNorm statistics)
     val: list[dict[str, Any]] = field(default_factory=list)          # one per validation run
     effective: dict[str, Any] = field(default_factory=dict)          # the adapter's effective config
     summary: dict[str, Any] = field(default_factory=dict)            # rank 0's summary
@@ -48,14 +49,16 @@ class JobEvidence:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data["params"] = {str(k): v.tolist() for k, v in self.params.items()}
+        for key in ("params", "buffers"):
+            data[key] = {str(k): v.tolist() for k, v in getattr(self, key).items()}
         data["micro"] = {str(k): v for k, v in self.micro.items()}
         return json.dumps(data, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> "JobEvidence":
         data = json.loads(text)
-        data["params"] = {int(k): np.asarray(v, dtype=np.float64) for k, v in data["params"].items()}
+        for key in ("params", "buffers"):    # a recording older than the buffers has none
+            data[key] = {int(k): np.asarray(v, dtype=np.float64) for k, v in data.get(key, {}).items()}
         data["micro"] = {int(k): v for k, v in data["micro"].items()}
         return cls(**data)
 
@@ -86,9 +89,10 @@ def parse_micro(text: str) -> list[dict[str, Any]]:
     return rows
 
 
-def parse_params(text: str) -> dict[int, np.ndarray]:
-    return {int(row["step"]): np.array(row["values"].split(), dtype=np.float64)
-            for row in csv.DictReader(io.StringIO(text))}
+def parse_params(text: str, column: str = "values") -> dict[int, np.ndarray]:
+    """step -> the parameters (`values`) or the buffers (`buffers`: only the steps and files that hold them)."""
+    return {int(row["step"]): np.array(row[column].split(), dtype=np.float64)
+            for row in csv.DictReader(io.StringIO(text)) if row.get(column)}
 
 
 # ------------------------------------------------------------------ reading a run
@@ -124,6 +128,7 @@ def load_job(client, run_id: str, name: str) -> JobEvidence:
                 evidence.micro[rank] = parse_micro(micro)
         params = text(names.RECORDS_DIR, names.PARAMS_CSV_NAME)
         evidence.params = parse_params(params) if params else {}
+        evidence.buffers = parse_params(params, "buffers") if params else {}
         memory = text(names.RECORDS_DIR, names.MEMORY_CSV_NAME)
         evidence.memory = parse_rows(memory) if memory else []
         values = text(names.RECORDS_DIR, names.VALUES_CSV_NAME)

@@ -61,9 +61,11 @@ def _mse_stats(out: torch.Tensor, y: torch.Tensor) -> tuple[float, int]:
 
 
 def mlp_regression(seed: int, *, n_train: int, n_val: int, in_dim: int, hidden: int, depth: int, out_dim: int,
-                   noise: float, dropout: float = 0.0) -> Task:
+                   noise: float, dropout: float = 0.0, batchnorm: bool = False) -> Task:
     """y = tanh(x W1) w2 + noise; an MLP of `depth` hidden layers learns it. Metric: MSE (lower is better).
-    `dropout` > 0 adds a dropout layer after each hidden layer: the training then draws on torch's RNG."""
+    `dropout` > 0 adds a dropout layer after each hidden layer: the training then draws on torch's RNG.
+    `batchnorm` adds a BatchNorm1d after each hidden linear layer: the model then carries buffers (running
+    statistics, used in eval mode) that a checkpoint must hold besides the parameters."""
     g = _generator(seed, 1)
     w1 = torch.randn(in_dim, hidden, generator=g) / math.sqrt(in_dim)
     w2 = torch.randn(hidden, out_dim, generator=g) / math.sqrt(hidden)
@@ -78,7 +80,8 @@ def mlp_regression(seed: int, *, n_train: int, n_val: int, in_dim: int, hidden: 
     layers: list[nn.Module] = []
     width = in_dim
     for _ in range(depth):
-        layers += [nn.Linear(width, hidden), nn.GELU()] + ([nn.Dropout(dropout)] if dropout else [])
+        layers += [nn.Linear(width, hidden), *([nn.BatchNorm1d(hidden)] if batchnorm else []), nn.GELU(),
+                   *([nn.Dropout(dropout)] if dropout else [])]
         width = hidden
     layers.append(nn.Linear(width, out_dim))
     return Task("mlp_regression", nn.Sequential(*layers), split(n_train, 2), split(n_val, 3),

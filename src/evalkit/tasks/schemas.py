@@ -41,6 +41,7 @@ class MlpRegressionTask(TaskConfig):         # evalkit.tasks.catalog.mlp_regress
     out_dim: int = MISSING
     noise: float = MISSING
     dropout: float = 0.0             # after each hidden layer: makes training depend on the RNG (stability probe)
+    batchnorm: bool = False          # BatchNorm1d after each hidden layer: buffers a resume must restore (stability)
 
 
 @dataclass

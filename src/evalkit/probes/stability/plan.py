@@ -1,6 +1,7 @@
 """The stability probe's plan: faults injected into small jobs, then the jobs that recover from them.
 
-Caliber: an MLP regression with dropout (so training draws on the RNG and a lost RNG state shows), AdamW (whose
+Caliber: an MLP regression with dropout (so training draws on the RNG and a lost RNG state shows) and BatchNorm
+(buffers besides the parameters: running statistics a checkpoint must hold, recorded with them), AdamW (whose
 moments a lost optimizer state changes), warm-up then cosine decay (whose position a lost scheduler state
 changes), 24 steps of 16 samples on 320 samples: 20 steps an epoch, so a resume after step 18 crosses an epoch's
 end. A checkpoint every 6 steps, validation at the same cadence, parameters recorded after every step.
@@ -28,7 +29,7 @@ KILL_BETWEEN, KILL_AFTER_CKPT, KILL_IN_SAVE = 9, 18, 9
 FAULT_STEP = 5
 CALIBER: dict[str, object] = {
     "task.n_train": 320, "task.n_val": 64, "task.in_dim": 16, "task.hidden": 32, "task.depth": 2,
-    "task.out_dim": 1, "task.noise": 0.1, "task.dropout": 0.1,
+    "task.out_dim": 1, "task.noise": 0.1, "task.dropout": 0.1, "task.batchnorm": True,
     "train.optimizer": "adamw", "train.lr": 0.003, "train.weight_decay": 0.01, "train.schedule": "cosine",
     "train.warmup_steps": 3, "train.min_lr_ratio": 0.1, "train.batch_size": 16, "train.grad_accum": 1,
     "train.grad_clip": 1.0, "train.max_steps": STEPS, "train.val_every": EVERY, "train.ckpt_every": EVERY,
