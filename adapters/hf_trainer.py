@@ -80,11 +80,25 @@ Modes
     (5.24's default), DDP with `find_unused_parameters=True` (its default for a plain `nn.Module`), pinned
     memory, tqdm. What the page writes and evalkit replaces (model, data, `gradient_checkpointing`, the hub) is
     listed once, in `departures`;
-  * on a token task the model is `CausalLMTaskModule`, whose forward takes `**kwargs` as the page's causal LM's
-    does: a Trainer of 4.46 or later sees `model_accepts_loss_kwargs`, passes it the window's target tokens
-    (`num_items_in_batch`, summed over the ranks: `average_tokens_across_devices` defaults to True) and does not
-    divide by the accumulation count, as for the page's model (transformers' `ForCausalLMLoss` divides the summed
-    token losses by that count); an older Trainer passes none and averages micro-batch means (`loss_norm`).
+  * the model: on a token task, which loss path the Trainer takes depends on the model's forward alone, so the
+    stand-in decides what the probe sees (transformers 5.24.0, trainer.py): `Trainer.__init__` sets
+    `model_accepts_loss_kwargs` from the model's `accepts_loss_kwargs` or, without one, from a `**kwargs` in its
+    forward's signature (lines 517-524); only then does `_get_num_items_in_batch` count the window's target tokens
+    (lines 2316-2327: or with a `compute_loss_func`), `compute_loss` pass them as `num_items_in_batch` (2167-2170)
+    and `training_step` leave the loss undivided (2112-2119); otherwise each micro-batch's loss is divided by
+    `current_gradient_accumulation_steps` (the window's micro-batch count, 1885): a mean of micro-batch means. The
+    page's `AutoModelForCausalLM` is a `PreTrainedModel` whose forward takes `**kwargs` (`ForCausalLMLoss` divides
+    by the count); a model of the user's own is a `torch.nn.Module` that "works the same way as the 🤗 Transformers
+    models" (the `Trainer` docstring's `model` argument, lines 270-272): it returns a loss when given labels, and
+    nothing there asks for `**kwargs` or `accepts_loss_kwargs`. Decision: the defaults run hands the Trainer such a
+    model, `TaskModule` (`forward(x, labels)`, no `**kwargs`), because evalkit's model IS a team's own
+    `nn.Module` (the departure below) and this is the path a team bringing its model meets: on the token caliber the
+    probe finds `loss_norm.micro_mean`, declared as the `loss_norm.micro_mean` deviation. `trainer.options.loss_kwargs:
+    true` (defaults mode, token tasks; ignored in aligned mode, which passes `compute_loss_func`) hands it
+    `CausalLMTaskModule` instead, the page's causal LM's path: forward(**kwargs), its summed token losses over the
+    `num_items_in_batch` it is given (summed over the ranks: `average_tokens_across_devices` defaults to True), the
+    token mean over the window. An older Trainer (before 4.46) passes no count to either and averages micro-batch
+    means (`loss_norm`).
 
 Known differences that no documented option removes: `DEVIATIONS` below, one line each with its code, reported in
 the effective config's `deviations` (with Accelerate's process state, `STATE_DEVIATIONS`, where it applies).
@@ -98,6 +112,7 @@ loaded on resume; `trainer_state.json` is JSON.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -132,6 +147,8 @@ ALIGNS = {
     "loss_norm": "Trainer(compute_loss_func=f) where f divides the micro-batch's summed token losses by "
                  "num_items_in_batch, with TrainingArguments(average_tokens_across_devices=True) (transformers 4.46 "
                  "and later; a model whose forward takes **kwargs gets num_items_in_batch itself)",
+    "loss_norm.rank_mean": "TrainingArguments(average_tokens_across_devices=True) (the default): num_items_in_batch "
+                           "summed over every rank, and the loss scaled back up by the number of processes",
     "order.fixed_seed": "TrainingArguments(seed=<the run's seed>) (or data_seed): the default seed=42 gives every "
                         "run the same order",
     "order.padded": "TrainingArguments(dataloader_drop_last=True): with the Trainer's even_batches, Accelerate "
@@ -243,11 +260,12 @@ class CausalLMTaskModule(TaskModule):
         return out
 
 
-def task_module(job: TrainJob, mode: str) -> TaskModule:
-    """The model the Trainer is given: in defaults mode on a token task one that takes loss keyword arguments as the
-    quick start's causal LM does; otherwise evalkit's model and loss alone."""
+def task_module(job: TrainJob, mode: str, loss_kwargs: bool = False) -> TaskModule:
+    """The model the Trainer is given: evalkit's model and loss alone, a plain `forward(x, labels)` as a team's own
+    model is (module docstring, `defaults`); with `loss_kwargs` in defaults mode on a token task, one that takes loss
+    keyword arguments as the quick start's causal LM does (`trainer.options.loss_kwargs`)."""
     model = job.task.model.to(job.device)
-    if mode == "defaults" and job.task.loss_terms is not None:
+    if mode == "defaults" and loss_kwargs and job.task.loss_terms is not None:
         return CausalLMTaskModule(model, job.task.loss_fn, job.task.loss_terms)
     return TaskModule(model, job.task.loss_fn)
 
@@ -266,9 +284,9 @@ def takes_compute_loss_func() -> bool:
 def version_arguments(arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The arguments the installed TrainingArguments takes, and the names of those it does not (an older
     transformers, run in its own environment: `trainer.env`). One it lacks is left out only when it asks for
-    nothing (False, None or 0: that version behaves so without it); one that asks for something is refused."""
-    import dataclasses
-
+    nothing (False, None or 0: that version behaves so without it), and the adapter declares it (the
+    `args.not_in_version` deviation, which the semantic probe's notes show); one that asks for something is refused,
+    naming it, the installed version and the fix."""
     import transformers
     from transformers import TrainingArguments
 
@@ -278,7 +296,8 @@ def version_arguments(arguments: dict[str, Any]) -> tuple[dict[str, Any], list[s
     if asked:
         raise UnsupportedCombination(
             f"transformers {transformers.__version__}'s TrainingArguments has no {', '.join(asked)}, which this run "
-            "needs set", UnsupportedCombination.SUBSTITUTION)
+            "needs set: run it with a transformers that has it (`evalkit-env create transformers==<version>`, then "
+            "trainer.env=<its name>; trainer.env=null: the installed one)", UnsupportedCombination.SUBSTITUTION)
     return {k: v for k, v in arguments.items() if k in fields}, missing
 
 
@@ -354,6 +373,7 @@ def built_by_trainer(trainer) -> dict[str, Any]:
             "max_grad_norm": trainer.args.max_grad_norm}
 
 
+LEFT_OUT = "args.not_in_version"      # the deviation that names the arguments an older TrainingArguments lacks
 DEVIATIONS = (
     Deviation("sched.fp16_skipped_step", "the Trainer skips lr_scheduler.step() when GradScaler skipped the "
               "optimizer step (fp16); the baseline steps the scheduler anyway"),
@@ -366,6 +386,13 @@ DEVIATIONS = (
     Deviation("loss_norm", "transformers before 4.46: the Trainer divides each micro-batch's mean loss by "
               "gradient_accumulation_steps, a mean of micro-batch means; the token mean over the window "
               "(compute_loss_func with num_items_in_batch) came in 4.46"),
+    Deviation("loss_norm.micro_mean", "defaults on a token task: the Trainer is handed a model whose forward(x, "
+              "labels) takes no **kwargs (a team's own nn.Module; model_accepts_loss_kwargs False), so it counts no "
+              "num_items_in_batch and divides each micro-batch's token mean by the window's micro-batch count: a mean "
+              "of micro-batch means, not the token mean over the window (trainer.options.loss_kwargs=true: the page's "
+              "causal LM, whose forward takes **kwargs, gets the count)"),
+    Deviation(LEFT_OUT, "an older transformers (trainer.env) whose TrainingArguments lacks arguments the adapter "
+              "sets: each is left out, as it asks for nothing (False, None or 0: what that version does without it)"),
     Deviation("model.best_loaded", "defaults: load_best_model_at_end=True (the page's): after training the Trainer "
               "loads the checkpoint with the best eval_loss back into the model, so the model the user ends with may "
               "be an earlier evaluation's, not the last optimizer step's (see best_model_checkpoint)"),
@@ -378,6 +405,9 @@ DEVIATIONS = (
 
 
 class HFTrainerAdapter(WrapperAdapter):
+    """`trainer.options`: `loss_kwargs` (default false; defaults mode on a token task): hand the Trainer the causal
+    LM's model, whose forward takes **kwargs (`CausalLMTaskModule`), instead of a plain `forward(x, labels)` module."""
+
     deviations = DEVIATIONS
     aligns = ALIGNS
     quick_start = (
@@ -396,9 +426,10 @@ class HFTrainerAdapter(WrapperAdapter):
     )
     departures = (
         Departure("AutoModelForCausalLM.from_pretrained(model_name, dtype='auto') -> TaskModule(evalkit's task "
-                  "model, evalkit's loss module), returning {'loss', 'logits'} when given labels; on a token task "
-                  "its forward takes **kwargs as the causal LM's does and divides its summed token losses by the "
-                  "num_items_in_batch the Trainer passes (ForCausalLMLoss's normalization; CausalLMTaskModule)",
+                  "model, evalkit's loss module), returning {'loss', 'logits'} when given labels: a plain "
+                  "forward(x, labels) without **kwargs, as a team's own nn.Module is, so the Trainer passes it no "
+                  "num_items_in_batch (the causal LM's forward takes **kwargs and gets it: "
+                  "trainer.options.loss_kwargs=true stands that model in, CausalLMTaskModule)",
                   "evalkit builds, seeds and hooks the model and its loss module, the same for every adapter",
                   "model"),
         Departure("load_dataset(...).map(tokenize), train_test_split, processing_class=tokenizer and "
@@ -415,6 +446,15 @@ class HFTrainerAdapter(WrapperAdapter):
                   "evalkit's model is never published: the hub is not contacted (HF_HUB_OFFLINE=1)",
                   "model"),
     )
+
+    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
+        # other keys are left to subclasses (the quick-start spies' `spy`), as before this option existed
+        super().__init__(mode, options)
+        self.loss_kwargs = bool(self.options.get("loss_kwargs", False))
+
+    def model_for(self, job: TrainJob) -> TaskModule:
+        """The model the Trainer is handed (`task_module`): with `trainer.options.loss_kwargs` the causal LM's."""
+        return task_module(job, self.mode, self.loss_kwargs)
 
     # ------------------------------------------------------------------ arguments
     def _arguments(self, job: TrainJob) -> dict[str, Any]:
@@ -506,7 +546,8 @@ class HFTrainerAdapter(WrapperAdapter):
         args = TrainingArguments(**taken)
         if left_out:
             self._effective["arguments_not_in_this_version"] = left_out
-        wrapper = task_module(job, self.mode)
+            self._declare_left_out(left_out)
+        wrapper = self.model_for(job)
         if self.mode == "aligned":
             optimizer = job.make_optimizer(wrapper.model.parameters())
             own = {"optimizers": (optimizer, job.make_scheduler(optimizer))}
@@ -522,6 +563,16 @@ class HFTrainerAdapter(WrapperAdapter):
                 f"the Trainer chose device {args.device} but evalkit asked for {job.device} "
                 "(ACCELERATE_TORCH_DEVICE or CUDA_VISIBLE_DEVICES set?)", UnsupportedCombination.SUBSTITUTION)
         return trainer
+
+    def _declare_left_out(self, left_out: list[str]) -> None:
+        """The `args.not_in_version` deviation, its text naming the arguments and the installed transformers (what the
+        semantic probe's notes, and so the verdict's report, quote)."""
+        import transformers
+
+        self.record_deviations(LEFT_OUT)
+        known = self._applying[LEFT_OUT]
+        self._applying[LEFT_OUT] = dataclasses.replace(
+            known, text=f"{known.text}: transformers {transformers.__version__} has no {', '.join(left_out)}")
 
     # ------------------------------------------------------------------ where a user's own code goes
     def trainer_class(self) -> type:
@@ -615,6 +666,7 @@ class HFTrainerAdapter(WrapperAdapter):
                 "state": repr(accelerator.state),
             },
             "model_accepts_loss_kwargs": getattr(trainer, "model_accepts_loss_kwargs", None),
+            "model_class": type(trainer.model).__name__, "loss_kwargs_option": self.loss_kwargs,
             "label_names": getattr(trainer, "label_names", None),
             "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
             "torch_num_threads": torch.get_num_threads(),
@@ -633,6 +685,8 @@ class HFTrainerAdapter(WrapperAdapter):
             self.record_deviations("loss_norm")
         if self.mode == "defaults":
             self.record_deviations("model.best_loaded", *(["val.repeated"] if job.world_size > 1 else []))
+            if job.task.loss_terms is not None and not self.loss_kwargs and takes_compute_loss_func():
+                self.record_deviations("loss_norm.micro_mean")
         report["compute_loss_func"] = type(trainer.compute_loss_func).__name__ \
             if getattr(trainer, "compute_loss_func", None) is not None else None
         self.explicit_settings = explicit

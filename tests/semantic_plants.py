@@ -11,14 +11,19 @@ from evalkit.probes.semantics.oracle import Caliber, GradientOracle, ObservedSte
 
 
 def replant_updates(job: evidence.JobEvidence, rule=None) -> None:
-    """Rewrite the parameters as if each step had applied `rule(step) -> Δ` (default: the expected update)."""
+    """Rewrite the parameters as if each step had applied `rule(step) -> Δ` (default: the expected update on a task
+    of a fixed number of loss terms per sample; on a token task the step carries each micro-batch's tokens,
+    `counts`)."""
     cal = Caliber.of(job.config)
     rule = rule or (lambda s: predict(s, Model(norm=cal.grad_clip), cal.grad_accum))
     oracle, rows = GradientOracle(job.config), {r["step"]: r for r in job.steps}
     theta = oracle.theta0
     for k in sorted(job.params):
-        grads = {r: [oracle.micro_grad(theta, b) for b in micro] for r, micro in observed_micro_ids(job, k).items()}
-        step = ObservedStep(k, float(rows[k]["lr"]), theta, theta, grads, rows[k].get("loss_scale"), rows[k])
+        ids = observed_micro_ids(job, k)
+        grads = {r: [oracle.micro_grad(theta, b) for b in micro] for r, micro in ids.items()}
+        counts = {r: [oracle.terms(b) for b in micro] for r, micro in ids.items()} \
+            if oracle.loss_terms is not None else None
+        step = ObservedStep(k, float(rows[k]["lr"]), theta, theta, grads, rows[k].get("loss_scale"), rows[k], counts)
         theta = (theta + rule(step)).astype(np.float32).astype(np.float64)
         job.params[k] = theta
 

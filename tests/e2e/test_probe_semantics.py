@@ -79,16 +79,17 @@ def test_the_baseline_passes_with_no_finding_and_its_jobs_are_children_of_the_pr
     assert metrics[names.probe_pass("semantics")] == 1.0 and metrics["probe/semantics/findings"] == 0
     result = result_of(client, run)
     assert result["passed"] and result["findings"] == [] and not result["inconclusive"]
-    assert result["figures"]["steps_checked"] == result["figures"]["steps_asked"] == 70     # 7 jobs, tokens too
+    assert result["figures"]["steps_checked"] == result["figures"]["steps_asked"] == 80     # 8 jobs, tokens at 1 and 2
     assert all(sum(result["series"][clip]["clip_binds"]) >= 5 for clip in ("ws1-clip", "ws2-clip"))
     assert set(result["series"]) == {"ws1-noclip", "ws1-clip", "ws2-noclip", "ws2-clip", "ws1-adamw", "ws1-shortepoch",
-                                     "ws1-tokens"}
+                                     "ws1-tokens", "ws2-tokens"}
     exp = client.get_experiment_by_name("evalkit").experiment_id
     children = client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
-    assert sorted(c.data.tags[names.ROLE] for c in children) == ["probe_job"] * 7
-    assert sorted(c.data.tags[names.WORLD_SIZE] for c in children) == ["1", "1", "1", "1", "1", "2", "2"]
-    (tokens,) = [c for c in children if c.data.tags[names.TASK] == "tiny_lm"]
-    assert tokens.data.params["train.optimizer"] == "sgd" and tokens.data.params["train.grad_accum"] == "3"
+    assert sorted(c.data.tags[names.ROLE] for c in children) == ["probe_job"] * 8
+    assert sorted(c.data.tags[names.WORLD_SIZE] for c in children) == ["1", "1", "1", "1", "1", "2", "2", "2"]
+    tokens = [c for c in children if c.data.tags[names.TASK] == "tiny_lm"]
+    assert sorted(c.data.tags[names.WORLD_SIZE] for c in tokens) == ["1", "2"]
+    assert all(c.data.params["train.optimizer"] == "sgd" and c.data.params["train.grad_accum"] == "3" for c in tokens)
     (short,) = [c for c in children if c.data.params["task.n_train"] == "8"]     # 2 micro-batches, windows of 3
     assert short.data.params["train.grad_accum"] == "3" and short.data.params["train.optimizer"] == "sgd"
     adamw = [c for c in children if c.data.params["train.optimizer"] == "adamw"]

@@ -61,11 +61,11 @@ def test_an_argument_an_older_trainingarguments_lacks_is_left_out_only_when_it_a
         hf_trainer.version_arguments({"max_steps": 3, "planted_feature": True})
 
 
-def test_the_quick_starts_model_on_a_token_task_takes_the_loss_kwargs_a_causal_lm_takes():
-    """Defaults mode stands evalkit's model in for the page's AutoModelForCausalLM: on a token task its forward takes
-    **kwargs (what the Trainer inspects for model_accepts_loss_kwargs) and divides its summed token losses by the
-    num_items_in_batch it is passed, as ForCausalLMLoss does; aligned mode and fixed-terms tasks keep the plain
-    module (the Trainer then divides by the accumulation count)."""
+def test_with_loss_kwargs_the_quick_starts_model_on_a_token_task_takes_the_loss_kwargs_a_causal_lm_takes():
+    """`trainer.options.loss_kwargs` stands evalkit's model in for the page's AutoModelForCausalLM: on a token task its
+    forward takes **kwargs (what the Trainer inspects for model_accepts_loss_kwargs) and divides its summed token
+    losses by the num_items_in_batch it is passed, as ForCausalLMLoss does; without the option, in aligned mode and on
+    fixed-terms tasks the plain module (the Trainer then divides by the accumulation count: issue 44)."""
     import inspect
 
     from evalkit.tasks.catalog import TokenLoss
@@ -84,11 +84,61 @@ def test_the_quick_starts_model_on_a_token_task_takes_the_loss_kwargs_a_causal_l
         parameters = inspect.signature(module.forward).parameters.values()
         return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters)
 
-    quick = hf_trainer.task_module(job(count_tokens), "defaults")
+    quick = hf_trainer.task_module(job(count_tokens), "defaults", loss_kwargs=True)
     assert takes_kwargs(quick)
-    assert not takes_kwargs(hf_trainer.task_module(job(count_tokens), "aligned"))
-    assert not takes_kwargs(hf_trainer.task_module(job(None), "defaults"))
+    assert not takes_kwargs(hf_trainer.task_module(job(count_tokens), "defaults"))
+    assert not takes_kwargs(hf_trainer.task_module(job(count_tokens), "aligned", loss_kwargs=True))
+    assert not takes_kwargs(hf_trainer.task_module(job(None), "defaults", loss_kwargs=True))
     window = torch.tensor(count_tokens(targets))
     summed = sum(quick(x[i:i + 2], targets[i:i + 2], num_items_in_batch=window)["loss"] for i in (0, 2))
     assert torch.allclose(summed, TokenLoss()(model(x), targets))                    # the window's token mean
     assert torch.equal(quick(x, targets)["loss"], TokenLoss()(model(x), targets))    # no count: its own mean
+
+
+def test_an_argument_left_out_for_an_older_trainingarguments_is_a_deviation_the_semantic_verdict_shows(monkeypatch):
+    """Issue 44: what an older transformers (`trainer.env`) lacks and the adapter leaves out (it asks for nothing) is
+    no longer a detail nothing reads: the effective config declares it, naming the argument and the version, and the
+    semantic probe's notes (the verdict's report) show it."""
+    import dataclasses
+
+    import transformers
+
+    from evalkit.effective import EffectiveConfig
+    from evalkit.probes.semantics.judge import _declared_not_observed
+
+    @dataclasses.dataclass
+    class OlderTrainingArguments:          # a TrainingArguments without average_tokens_across_devices
+        output_dir: str = ""
+        max_steps: int = 0
+        device = torch.device("cpu")
+
+    class Adapter(HFTrainerAdapter):
+        def trainer_class(self):
+            return lambda **kwargs: SimpleNamespace(**kwargs)
+
+    monkeypatch.setattr(transformers, "TrainingArguments", OlderTrainingArguments)
+    monkeypatch.setattr(transformers, "__version__", "4.45.2")
+    monkeypatch.setattr(hf_trainer, "task_module", lambda *args, **kwargs: SimpleNamespace())
+    adapter = Adapter(mode="defaults")
+    job = SimpleNamespace(task=SimpleNamespace(train_set=None, val_set=None), device=torch.device("cpu"))
+    trainer = adapter._trainer(job, {"output_dir": "out", "max_steps": 3, "average_tokens_across_devices": False})
+    assert trainer.args == OlderTrainingArguments("out", 3)
+    recorded = EffectiveConfig.of(adapter.effective_config().as_json())
+    declared = [d for d in recorded.deviations if "average_tokens_across_devices" in d.text]
+    assert declared and "transformers 4.45.2" in declared[0].text
+    notes = _declared_not_observed([SimpleNamespace(effective=adapter.effective_config().as_json())], [])
+    assert any("average_tokens_across_devices" in note and "4.45.2" in note for note in notes)
+
+
+def test_an_argument_an_older_trainingarguments_lacks_and_the_run_needs_is_refused_with_the_fix(monkeypatch):
+    """The refusal names the argument, the installed transformers and how to run it."""
+    import transformers
+
+    from evalkit.contract import UnsupportedCombination
+
+    monkeypatch.setattr(transformers, "__version__", "4.45.2")
+    with pytest.raises(UnsupportedCombination) as refused:
+        hf_trainer.version_arguments({"max_steps": 3, "planted_feature": True})
+    message = str(refused.value)
+    assert "transformers 4.45.2's TrainingArguments has no planted_feature" in message
+    assert "trainer.env" in message and "evalkit-env create transformers==" in message

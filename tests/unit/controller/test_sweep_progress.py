@@ -59,9 +59,9 @@ def test_each_preset_plans_every_probe_with_its_own_settings():
     from evalkit.quick import probe_jobs
 
     assert probe_overrides("performance", plan_for(QUICK, "performance"), ["lightning", "fabric"], ["x=1"]) == [
-        "probe=performance", "trainer=lightning,fabric", "trainer.mode=aligned",
+        "probe=performance", "trainer=lightning,fabric", "trainer.mode=aligned,defaults",
         "probe.performance.depths=[2,32]", "probe.performance.time_limit_s=12", "x=1"]
-    assert probe_jobs(QUICK, ["semantics", "performance"], 5) == {"semantics": (10, 70), "performance": (5, 30)}
+    assert probe_jobs(QUICK, ["semantics", "performance"], 5) == {"semantics": (10, 80), "performance": (10, 60)}
     assert plan_for(QUICK, "no-such-probe").modes == ("aligned", "defaults")
     assert "probe.switches=[bf16_mixed,fp16_mixed,ws2]" in plan_for(THOROUGH, "consistency").settings
     assert len(THOROUGH.tasks) == 3 and THOROUGH.seeds > QUICK.seeds

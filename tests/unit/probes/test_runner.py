@@ -63,8 +63,10 @@ def test_the_clipped_job_waits_for_the_unclipped_one_and_clips_where_the_oracle_
     probe = load_probe("semantics")
     first, notes = probe.plan(cfg, {})
     assert [j.name for j in first] == ["ws1-noclip", "ws2-noclip", "ws1-adamw", "ws1-shortepoch",
-                                       "ws1-tokens"] and notes == []
+                                       "ws1-tokens", "ws2-tokens"] and notes == []
     assert (first[4].overrides["task"], first[4].overrides["seed"]) == ("tiny_lm", 7)
+    assert (first[5].overrides["task"], first[5].overrides["seed"]) == ("tiny_lm", 7)
+    assert first[5].overrides["distributed.world_size"] == 2       # per-rank and global token means differ there
     assert (first[2].overrides["train.optimizer"], first[2].overrides["seed"]) == ("adamw", 5)   # waits for nothing
     # an epoch of exactly 2 micro-batches, shorter than the window of 3; SGD, another seed
     short = first[3].overrides

@@ -3,13 +3,13 @@ float64 micro-batch gradients, the observed LR and parameters; a model explains 
 reproduces it within the oracle's allowance at EVERY checked step, with one set of constants (one clip norm,
 one decay).
 
-The optimizer itself is the one the wrapper stepped (`update_rule`, replayed over the steps in order); a model is
-four choices about the gradient it is handed and the decay: how the window's micro-batch losses are normalized (by the
+The optimizer itself is the one the wrapper stepped (`update_rule`, replayed over the steps in order); a model is four
+choices about the gradient it is handed and the decay: how the window's micro-batch losses are normalized (by the
 window's size: expected; by grad_accum; not at all; on the token caliber, the token mean over the window is expected
-and the others are `normalization.TOKEN_CODES`), how ranks combine (mean: expected; sum; not at all, rank 0 on
-its own gradient), clipping (as asked; an unasked norm inferred where it binds; per micro-batch; on loss-scaled
-gradients), and weight decay (none: expected; coupled or LR-independent, estimated by least squares from the
-residual).
+and the others are `normalization.TOKEN_CODES`, at several ranks the per-rank token mean too), how ranks combine
+(mean: expected; sum; not at all, rank 0 on its own gradient), clipping (as asked; an unasked norm inferred where it
+binds; per micro-batch; on loss-scaled gradients), and weight decay (none: expected; coupled or LR-independent,
+estimated by least squares from the residual).
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ CLIP_OFF_KNOB = "gradient clipping off (the wrapper's clipping setting at none o
 @dataclass(frozen=True)
 class Model:
     division: str = "window"     # window | accum | none; on the token caliber also tokens (expected) | token_sum |
-    #                              tokens_x_accum | tokens_per_accum (normalization.py)
+    #                              tokens_x_accum | tokens_per_accum, and at several ranks rank_tokens
+    #                              (normalization.py)
     reduce: str = "mean"         # mean | sum | local
     clip: str = "asked"          # asked | unasked | none | micro_each | micro_contribution | micro_running
     #                              | before_unscale
@@ -146,7 +147,7 @@ def candidate_models(steps: list[ObservedStep], cal: Caliber, rule: UpdateRule |
     accum, asked = cal.grad_accum, cal.grad_clip
     reductions = ("mean", "sum", "local") if cal.world_size > 1 else ("mean",)
     models: list[Model] = []
-    for division in normalization.divisions(expected_division(steps) == "tokens"):
+    for division in normalization.divisions(expected_division(steps) == "tokens", cal.world_size):
         for reduce in reductions:
             base = Model(division, reduce, "asked", asked)
             models.append(base)

@@ -23,7 +23,11 @@ window or carries its gradient into the next epoch shows it on every step, not o
 one more SGD job at the smallest world size, another seed again, on the token caliber (`TOKENS`): the same windows
 over tiny_lm's variable-length sequences, padded targets ignored in the loss (1,256 parameters), so the micro-batches
 of a window hold different numbers of target tokens (18 to 43 at seed 0) and the token mean over the window differs
-from the mean of micro-batch means by 10 % and more: the oracle expects the former.
+from the mean of micro-batch means by 10 % and more: the oracle expects the former. Where the plan runs a world size
+above 1 the token job runs at the smallest such too (`token_world_sizes`; 5 micro-batches per rank and epoch, windows
+of 3 and 2), same seed: there the two ranks' windows hold different numbers of tokens, so a per-rank token mean (each
+rank dividing by its own tokens, the ranks then averaged) differs from the token mean over the window's tokens on all
+ranks, which the oracle expects; at one rank they are the same.
 """
 from __future__ import annotations
 
@@ -74,3 +78,10 @@ def short_epoch_job_name(world_size: int) -> str:
 
 def tokens_job_name(world_size: int) -> str:
     return f"ws{world_size}-tokens"
+
+
+def token_world_sizes(world_sizes) -> list[int]:
+    """The world sizes of the token jobs: the smallest, and the smallest above 1 where the plan runs one (a per-rank
+    token mean is the token mean itself at one rank, so only several ranks tell them apart): at most two jobs."""
+    sizes = sorted(set(int(w) for w in world_sizes))
+    return sorted({sizes[0], *[w for w in sizes if w > 1][:1]}) if sizes else []

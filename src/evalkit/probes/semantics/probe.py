@@ -16,6 +16,7 @@ from evalkit.probes.semantics.plan import (
     job_name,
     short_epoch,
     short_epoch_job_name,
+    token_world_sizes,
     tokens_job_name,
 )
 
@@ -65,10 +66,11 @@ class SemanticsProbe:
             jobs.append(PlannedJob(short_epoch_job_name(world), {
                 **TRUTH_CALIBER, **short_epoch(world), "distributed.name": "ddp" if world > 1 else "none",
                 "distributed.world_size": world, "seed": cfg.seed + 3}))
-        if cfg.probe.get("tokens") and tokens_job_name(world) not in done:
-            jobs.append(PlannedJob(tokens_job_name(world), {
-                **TOKENS, "distributed.name": "ddp" if world > 1 else "none", "distributed.world_size": world,
-                "seed": cfg.seed + 4}))
+        for tokens in token_world_sizes(cfg.probe.world_sizes) if cfg.probe.get("tokens") else ():
+            if tokens_job_name(tokens) not in done:
+                jobs.append(PlannedJob(tokens_job_name(tokens), {
+                    **TOKENS, "distributed.name": "ddp" if tokens > 1 else "none", "distributed.world_size": tokens,
+                    "seed": cfg.seed + 4}))
         return jobs, notes
 
     @staticmethod

@@ -20,7 +20,8 @@ class SemanticsProbeConfig(ProbeConfig):
     optimizers: list[str] = MISSING
     short_epoch: bool = MISSING          # one more SGD job at the smallest world size, epochs shorter than a window
     # one more SGD job at the smallest world size on the token caliber (tiny_lm: micro-batches of different numbers
-    # of target tokens; the oracle expects the token mean over the window)
+    # of target tokens; the oracle expects the token mean over the window), and one at the smallest world size above
+    # 1 when world_sizes holds one (a per-rank token mean differs from the window's over all ranks only there)
     tokens: bool = MISSING
 
     @staticmethod
@@ -36,7 +37,7 @@ class SemanticsProbeConfig(ProbeConfig):
         return problems
 
 
-PRESETS = {   # per world size 1, 2: no clip, clip; AdamW; short epoch; tokens
-    "quick": ProbePlan([], jobs_per_run=7, job_s=0.64),
-    "thorough": ProbePlan([], jobs_per_run=7, job_s=0.64),
+PRESETS = {   # per world size 1, 2: no clip, clip; AdamW; short epoch; tokens at world sizes 1 and 2
+    "quick": ProbePlan([], jobs_per_run=8, job_s=0.64),
+    "thorough": ProbePlan([], jobs_per_run=8, job_s=0.64),
 }

@@ -39,6 +39,7 @@ IN_MEMORY = {
     "ddp.unsynchronized": "test_explain_coverage::test_an_unsynchronized_rank_is_named_from_its_updates",
     **{f"loss_norm.{n}": "test_normalization_tokens::test_each_wrong_normalization_is_caught_and_named"   # in-process
        for n in ("micro_mean", "micro_sum", "token_sum", "accum_scaled")},
+    "loss_norm.rank_mean": "test_normalization_ranks::test_a_per_rank_token_mean_is_told_from_the_global_one_and_named",
 }
 
 
