@@ -4,12 +4,16 @@ fails every resume.
 
 A copy holds every entry the source job wrote after one step (a checkpoint may be a file, a directory, or a file
 and its checksum), in a directory of its own beside the probe's jobs. The damage goes to the copy's largest file:
-cut to half its length, or 256 bytes inverted at its middle. Nothing of the source is changed.
+cut to half its length, or 256 bytes inverted in the middle of its tensors' bytes: inside the largest entry of a
+zip archive (torch.save's format; its reader checks no CRC), after a safetensors file's header, else at the file's
+middle. Flipped there, the damage is to the weights, which only a checksum finds, never to a header that any reader
+refuses (a flip that lands on an entry's header is no test of the wrapper). Nothing of the source is changed.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import zipfile
 
 FLIPPED = 256
 
@@ -46,15 +50,38 @@ def truncate(path: str) -> str:
     return f"{os.path.basename(path)} cut from {size} to {size // 2} bytes"
 
 
+def payload(path: str) -> tuple[int, int]:
+    """(start, end) of the bytes that hold the tensors: the largest entry's data of a zip archive, the data after a
+    safetensors header, else the whole file."""
+    size = os.path.getsize(path)
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            entry = max(archive.infolist(), key=lambda i: (i.file_size, i.filename))
+        with open(path, "rb") as fh:
+            fh.seek(entry.header_offset)
+            local = fh.read(30)      # the local file header: its name and extra field lengths end it
+        start = entry.header_offset + 30 + int.from_bytes(local[26:28], "little") + \
+            int.from_bytes(local[28:30], "little")
+        return start, start + entry.compress_size
+    if path.endswith(".safetensors") and size > 8:
+        with open(path, "rb") as fh:
+            start = 8 + int.from_bytes(fh.read(8), "little")
+        if start < size:
+            return start, size
+    return 0, size
+
+
 def flip(path: str) -> str:
     size = os.path.getsize(path)
-    at = max(0, size // 2 - FLIPPED // 2)
+    start, end = payload(path)
+    at = max(start, (start + end) // 2 - FLIPPED // 2)
     with open(path, "r+b") as fh:
         fh.seek(at)
         data = fh.read(FLIPPED)
         fh.seek(at)
-        fh.write(bytes(b ^ 0xFF for b in data))
-    return f"{len(data)} bytes inverted at offset {at} of {os.path.basename(path)} ({size} bytes)"
+        fh.write(bytes(b ^ 0xFF for b in data[: end - at]) + data[end - at:])
+    return (f"{min(len(data), end - at)} bytes inverted at offset {at} of {os.path.basename(path)} ({size} bytes; "
+            f"its tensors' bytes {start}..{end})")
 
 
 def prepare(kind: str, ckpt_dir: str, listing: list[dict], dest: str, at_most: int) -> str:
