@@ -333,6 +333,7 @@ def defaults_arguments(job: TrainJob) -> dict[str, Any]:
 
 
 class AccelerateAdapter(WrapperAdapter):
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
     deviations = DEVIATIONS
     aligns = ALIGNS
     quick_start = QUICK_START

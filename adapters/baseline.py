@@ -29,6 +29,7 @@ CHECKPOINT_FORMAT = 1
 
 
 class BaselineAdapter(WrapperAdapter):
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
     # ------------------------------------------------------------------ the loop
     def fit(self, job: TrainJob) -> None:
         device = job.device

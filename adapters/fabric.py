@@ -160,6 +160,7 @@ DEVIATIONS = (   # defaults mode: what the pages' loop does differently from the
 
 class FabricAdapter(WrapperAdapter):
     """`trainer=fabric`: a loop written with Lightning Fabric (see the module docstring)."""
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
 
     deviations = DEVIATIONS
     aligns = ALIGNS
@@ -197,11 +198,6 @@ class FabricAdapter(WrapperAdapter):
                   "defaults) and a should_stop check",
                   "evalkit's customization hook for user callbacks, the same in every mode", "observation"),
     )
-
-    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        super().__init__(mode, options)
-        if self.options:   # none are defined: a typo must not pass silently
-            raise ValueError(f"the fabric adapter takes no trainer.options, got {sorted(self.options)}")
 
     # ------------------------------------------------------------------ set-up
     def _fabric(self, job: TrainJob):

@@ -407,6 +407,7 @@ DEVIATIONS = (
 class HFTrainerAdapter(WrapperAdapter):
     """`trainer.options`: `loss_kwargs` (default false; defaults mode on a token task): hand the Trainer the causal
     LM's model, whose forward takes **kwargs (`CausalLMTaskModule`), instead of a plain `forward(x, labels)` module."""
+    option_names = ("loss_kwargs",)   # trainer.options it reads (its docstring says what each does)
 
     deviations = DEVIATIONS
     aligns = ALIGNS

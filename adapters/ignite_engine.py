@@ -242,6 +242,7 @@ DEVIATIONS = (   # all of defaults mode: what the quick start does differently
 
 
 class IgniteAdapter(WrapperAdapter):
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
     deviations = DEVIATIONS
     aligns = ALIGNS
     quick_start = QUICK_START

@@ -296,6 +296,7 @@ DEFAULTS_DEVIATIONS = ("forward.before_training", "lr.per_epoch", "order", "batc
 
 class LightningAdapter(WrapperAdapter):
     """`trainer=lightning`: Lightning's `Trainer.fit` on evalkit's task (see the module docstring)."""
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
 
     deviations = DEVIATIONS
     aligns = ALIGNS
@@ -334,11 +335,6 @@ class LightningAdapter(WrapperAdapter):
                   "checkpoints by their step; where files go and their names change no training",
                   "observation"),
     )
-
-    def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
-        super().__init__(mode, options)
-        if self.options:   # none are defined: a typo must not pass silently
-            raise ValueError(f"the lightning adapter takes no trainer.options, got {sorted(self.options)}")
 
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:

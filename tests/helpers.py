@@ -398,6 +398,11 @@ SECRET_ENV = {"EVALKIT_TEST_API_TOKEN": "hf_Qm7Vn2Lp9Xr4Tz8Wk3Jd6Hs1Fb5Gc0Ya",
               "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYTEAMKEY01",
               "OPENAI_API_KEY": "sk-proj-4Hd8Kq2Lm7Np3Rt6Vx9Zb1Cf5Gj0Sw"}
 CONFIG_SECRETS = {"note": "ghp_Tm9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcB", "mirror_password": "mirror-Pa55-7731"}
+# A job whose config holds them: the baseline as tests/planted/noted_loop.py's NotedAdapter, which takes these
+# free-text options (a bundled adapter refuses a key it does not read); run with NOTED_ENV.
+NOTED = ["trainer._target_=noted_loop.NotedAdapter", "trainer.name=noted",
+         *(f"+trainer.options.{key}={value}" for key, value in CONFIG_SECRETS.items())]
+NOTED_ENV = {"PYTHONPATH": os.pathsep.join(p for p in (str(PLANTED), os.environ.get("PYTHONPATH")) if p)}
 
 
 class Team:
@@ -712,3 +717,28 @@ def fake_env(root, name: str, python: str | None = None, **manifest):
                 "torch": torch_version(), "base_site_packages": base_site_packages(), "created": "2026-12-05"}
         (path / names.ENV_MANIFEST_FILE).write_text(json.dumps({**full, **manifest}))
     return path
+
+
+# ------------------------------------------------------------------ a store that fails under a sweep (evalkit-ship)
+# The store fails once as the first job's run is recorded (its records wait in its spool), and once more as the
+# sweep retries them at its end (as when that job's directory is busy); the parent run itself ends.
+SWEEP_WITH_A_JOB_LEFT_WAITING = """
+import sys
+from evalkit.controller import job, job_reship
+from evalkit import cli
+
+finish, retry, failed = job.Controller._finish, job_reship.reship, []
+
+def once(real, what):
+    def planted(*args, **kwargs):
+        if what not in failed:
+            failed.append(what)
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+        return real(*args, **kwargs)
+    return planted
+
+job.Controller._finish = once(finish, "job")
+job_reship.reship = once(retry, "retry")
+sys.argv = ["evalkit", "-m", *sys.argv[1:]]
+cli.main()
+"""

@@ -12,6 +12,7 @@ DEFAULT_STOP_AT_STEP = 10
 
 class L1Weight:
     """Takes `l1_weight` out of `trainer.options` before the plain adapter (which refuses unknown options)."""
+    option_names = ("l1_weight",)
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         rest = dict(options or {})
@@ -21,11 +22,13 @@ class L1Weight:
 
 class StopAtStep:
     """Takes `stop_at_step` out of `trainer.options` before the plain adapter."""
+    option_names = ("stop_at_step",)
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         rest = dict(options or {})
         self.stop_at_step = int(rest.pop("stop_at_step", DEFAULT_STOP_AT_STEP))
         super().__init__(mode, rest)
+        self.ended_by = f"the custom callback's stop after step {self.stop_at_step} (trainer.options.stop_at_step)"
 
 
 @torch.no_grad()

@@ -23,6 +23,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from evalkit import launchers
+from evalkit.adapter_options import option_problems
 from evalkit.probes.catalog import probe_names, probe_with, probe_yamls, stored_schemas
 from evalkit.tasks.schemas import BUNDLED, TaskConfig, ThirdPartyTask, fit_problems
 
@@ -321,7 +322,7 @@ def validate(cfg: DictConfig) -> list[str]:
     task_fits = not missing and not any(u.startswith("task.") for u in unknown) and "task" in cfg
     return [*unknown, *missing, *_choice_problems(cfg), *_range_problems(cfg), *([identity] if identity else []),
             *(fit_problems(cfg.task) if task_fits else []), *_probe_problems(cfg), *_node_problems(cfg),
-            *_launch_problems(cfg)]
+            *_launch_problems(cfg), *(option_problems(cfg.trainer) if "trainer" in cfg else [])]
 
 
 def _launch_problems(cfg: DictConfig) -> list[str]:

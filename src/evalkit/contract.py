@@ -27,6 +27,7 @@ from evalkit.adapter_class import (  # noqa: F401 - part of the contract, kept t
     check_mode,
     not_an_adapter,
 )
+from evalkit.adapter_options import declared_in, unknown_options
 from evalkit.effective import (  # noqa: F401 - part of the contract, kept torch-free for the probes
     OWNED,
     Departure,
@@ -235,16 +236,26 @@ class WrapperAdapter:
       its findings to them by code;
     - `aligns`: finding code or family -> the wrapper's setting that aligns it (named beside each finding);
     - `quick_start` cites the pages defaults mode follows and `departures` lists, once, each place where evalkit owns
-      something the page writes otherwise; both land in the effective config of every defaults job."""
+      something the page writes otherwise; both land in the effective config of every defaults job;
+    - `option_names`: the keys of `trainer.options` the class reads (a subclass or mixin adds its own); any other
+      key is refused, at compose time and here (`evalkit.adapter_options`). A class that declares none is not
+      checked.
+    `ended_by` (None): set it in `fit` to the reason when training stops before `job.max_steps` on purpose (a stop
+    callback the user asked for, a time limit); a fit that returns short of `max_steps` without it fails the run
+    ("trained 3 of 6 optimizer steps")."""
 
     deviations: tuple[Deviation, ...] = ()
     aligns: dict[str, str] = {}
     quick_start: tuple[QuickStartPage, ...] = ()
     departures: tuple[Departure, ...] = ()
+    ended_by: str | None = None
 
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         self.mode = check_mode(mode)
         self.options = dict(options or {})
+        unknown = unknown_options(self.options, declared_in(type(self).__mro__), type(self).__name__)
+        if unknown:
+            raise ValueError("; ".join(unknown))
         self._effective: dict[str, Any] = {}
         self.explicit_settings: dict[str, Any] | None = None
         self._applying: dict[str, Deviation] = {}

@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from helpers import job_runs, read_records, run_evalkit
+from helpers import NOTED_ENV, job_runs, read_records, run_evalkit
 
 from evalkit.config import register_configs
 from evalkit.secrets import REDACTED
@@ -23,12 +23,9 @@ TOKENS = {"hf": "hf_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3x", "github": "ghp_Zy9Xw8Vu
 
 @pytest.fixture(scope="module")
 def step5(tmp_path_factory):
-    """One baseline run of 10 steps checkpointing at 5 and 10, token-shaped values under neutral keys of its
-    trainer.options (item 19): (workdir, client, run, its step-5 checkpoint)."""
+    """One baseline run of 10 steps checkpointing at 5 and 10: (workdir, client, run, its step-5 checkpoint)."""
     workdir = tmp_path_factory.mktemp("resume")
-    proc = run_evalkit(workdir, *SMALL, "train.max_steps=10", f"+trainer.options.note={TOKENS['hf']}",
-                       f"+trainer.options.keys=[plain,{TOKENS['github']},{TOKENS['aws']}]",
-                       f"+trainer.options.mirror='https://bob:{TOKENS['password']}@example.com/x'")
+    proc = run_evalkit(workdir, *SMALL, "train.max_steps=10")
     assert proc.returncode == 0, proc.stderr[-3000:]
     client, (run,) = job_runs(workdir)
     return workdir, client, run, os.path.join(run.data.tags["evalkit.checkpoint_dir"], "step_00000005.pt")
@@ -80,8 +77,14 @@ def test_a_compatible_resume_continues_and_records_where_it_came_from(step5):
     assert tags["evalkit.resumed_from_run"] == source.info.run_id
 
 
-def test_token_shaped_options_reach_neither_params_nor_the_resolved_config(step5):
-    _, client, run, _ = step5
+def test_token_shaped_options_reach_neither_params_nor_the_resolved_config(tmp_path):
+    """Token-shaped values under neutral keys of trainer.options (item 19; tests/planted/noted_loop.py takes them)."""
+    proc = run_evalkit(tmp_path, *SMALL, "train.max_steps=2", "trainer._target_=noted_loop.NotedAdapter",
+                       "trainer.name=noted", f"+trainer.options.note={TOKENS['hf']}",
+                       f"+trainer.options.keys=[plain,{TOKENS['github']},{TOKENS['aws']}]",
+                       f"+trainer.options.mirror='https://bob:{TOKENS['password']}@example.com/x'", env=NOTED_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client, (run,) = job_runs(tmp_path)
     params = json.dumps(run.data.params)
     resolved = open(client.download_artifacts(run.info.run_id, "config/resolved.yaml")).read()
     for recorded in (params, resolved):

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import EVALKIT, job_runs, store_uri, worker_pids
+from helpers import EVALKIT, SWEEP_WITH_A_JOB_LEFT_WAITING, job_runs, store_uri, worker_pids
 
 from evalkit import names
 
@@ -37,28 +37,6 @@ sys.argv = ["evalkit", "-m", *sys.argv[1:]]
 cli.main()
 """
 
-# The store fails once as the first job's run is recorded (its records wait in its spool), and once more as the
-# sweep retries them at its end (as when that job's directory is busy); the parent run itself ends.
-SWEEP_WITH_A_JOB_LEFT_WAITING = """
-import sys
-from evalkit.controller import job, job_reship
-from evalkit import cli
-
-finish, retry, failed = job.Controller._finish, job_reship.reship, []
-
-def once(real, what):
-    def planted(*args, **kwargs):
-        if what not in failed:
-            failed.append(what)
-            raise RuntimeError("(sqlite3.OperationalError) database is locked")
-        return real(*args, **kwargs)
-    return planted
-
-job.Controller._finish = once(finish, "job")
-job_reship.reship = once(retry, "retry")
-sys.argv = ["evalkit", "-m", *sys.argv[1:]]
-cli.main()
-"""
 
 
 def _env() -> dict:

@@ -15,7 +15,17 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ADMIN_PASSWORD, CONFIG_SECRETS, EVALKIT, SECRET_ENV, everything_logged, job_runs, run_evalkit
+from helpers import (
+    ADMIN_PASSWORD,
+    CONFIG_SECRETS,
+    EVALKIT,
+    NOTED,
+    NOTED_ENV,
+    SECRET_ENV,
+    everything_logged,
+    job_runs,
+    run_evalkit,
+)
 
 from evalkit import names
 
@@ -26,8 +36,7 @@ pytest.importorskip("flask_wtf", reason="MLflow's basic-auth app needs Flask-WTF
 BIN = os.path.dirname(sys.executable)
 SWEEP = ["trainer=baseline,ignite", "seed=0,1", "task.n_train=128", "task.n_val=32", "train.batch_size=16",
          "train.max_steps=20", "train.val_every=10", "tracking.system_metrics_interval_s=0",
-         "tracking.experiment=team", f"+trainer.options.note={CONFIG_SECRETS['note']}",
-         f"+trainer.options.mirror_password={CONFIG_SECRETS['mirror_password']}"]
+         "tracking.experiment=team"]
 JOBLIB = "hydra/launcher=joblib"
 
 
@@ -75,8 +84,8 @@ def sweeps(team, tmp_path_factory):
     verdict = subprocess.run([os.path.join(BIN, "evalkit-verdict"), "--tracking-uri", team.url, "--experiment",
                               "team", "--parent-run-id", parent.info.run_id, "--min-seeds", "1", "--no-plots"],
                              cwd=remote, env=env, capture_output=True, text=True, timeout=600)
-    single = run_evalkit(remote, *[o for o in SWEEP if "," not in o], "tracking=server", f"tracking.uri={team.url}",
-                         env=team.env)     # one job, outside the sweep, with the same secrets
+    single = run_evalkit(remote, *[o for o in SWEEP if "," not in o], *NOTED, "tracking=server",
+                         f"tracking.uri={team.url}", env={**team.env, **NOTED_ENV})  # one job, secrets in its config
     assert single.returncode == 0, single.stderr[-3000:]
     return {"sqlite": sqlite, "local": local, "remote": remote, "rc": proc.returncode, "seconds": seconds,
             "stderr": (remote / "sweep.err").read_text() + single.stderr,

@@ -112,6 +112,7 @@ class _Permuted(Sampler[int]):
 
 
 class PlantedAdapter(WrapperAdapter):
+    option_names = ("wrong",)   # the planted variant (WRONGS)
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)
         self.wrong = planted_wrong(self.options)

@@ -25,6 +25,7 @@ from unstable_loop import UnstableAdapter
 
 
 class QuietAdapter(UnstableAdapter):
+    option_names = ("unrelated_crash_on", "jitter", "leak_bytes", "exit_on_error")   # and UnstableAdapter's
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)
         self.kept: list[np.ndarray] = []

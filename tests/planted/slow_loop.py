@@ -36,6 +36,8 @@ def busy(seconds: float) -> None:
 
 
 class SlowBaselineAdapter(BaselineAdapter):
+    option_names = ("slower", "jitter", "startup_ms", "helper")
+
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)
         self.slower = float(self.options.get("slower", 0.0))

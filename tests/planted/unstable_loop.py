@@ -29,6 +29,7 @@ RESUME_WRONGS = ("no_rng", "no_optimizer", "no_scheduler", "repeat_step", "data_
 
 
 class UnstableAdapter(BaselineAdapter):
+    option_names = ("resume_wrongs", "leak_kb", "swallow_oom", "in_place", "fresh_on_corrupt")
     def __init__(self, mode: str = "aligned", options: dict[str, Any] | None = None):
         super().__init__(mode, options)
         self.resume_wrongs = dict(self.options.get("resume_wrongs", {}))

@@ -30,6 +30,7 @@ class SpyAdapter(AccelerateAdapter):
     """The adapter under test with `Accelerator.__init__`, `prepare`, `clip_grad_norm_`, `gather_for_metrics` and
     `accelerate.utils.set_seed` spied on for the length of `fit`; what they saw is written as JSON to
     `<options["spy"]>/clip_<grad_clip>.json`. The spies record and call through: the training is the adapter's."""
+    option_names = ("spy",)   # the folder the spy writes what it saw to
 
     def fit(self, job):
         import accelerate

@@ -32,6 +32,7 @@ class SpyAdapter(FabricAdapter):
     """The adapter under test with `Fabric.__init__`, `setup`, `setup_dataloaders`, `backward`, `clip_gradients`,
     optimizer steps and scheduler steps spied on for the length of `fit`; what they saw is written as JSON to
     `<spy>/clip_<grad_clip>.json`. The spies record and call through: the training is the adapter's."""
+    option_names = ("spy",)   # the folder the spy writes what it saw to
 
     def __init__(self, mode: str = "aligned", options: dict | None = None):
         options = dict(options or {})

@@ -37,6 +37,7 @@ class SpyAdapter(HFTrainerAdapter):
     """The adapter under test, its Trainer class spied on: what `Trainer(...)` is given, what the Trainer holds
     before and after building its optimizer and scheduler, the sampler of its training loader; written as JSON to
     `options["spy"]` (rank 0)."""
+    option_names = ("spy",)   # the folder the spy writes what it saw to
 
     def trainer_class(self) -> type:
         base, out, seen = super().trainer_class(), self.options["spy"], {}

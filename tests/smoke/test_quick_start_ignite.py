@@ -33,6 +33,7 @@ class SpyAdapter(IgniteAdapter):
     """The adapter under test with `ignite.engine.create_supervised_trainer` / `create_supervised_evaluator` and
     `ignite.handlers.LRScheduler` spied on for the length of `fit`; what they saw, and the trainer's handlers after
     the run, are written as JSON to `options["spy"]`. The spies record and call through."""
+    option_names = ("spy",)   # the folder the spy writes what it saw to
 
     def fit(self, job):
         import ignite.engine

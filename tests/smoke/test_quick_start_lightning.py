@@ -37,6 +37,7 @@ class SpyAdapter(LightningAdapter):
     """The adapter under test with `Trainer.__init__`, `fit` and `validate` spied on for the length of `fit`, and its
     LightningModule's `configure_optimizers` and `log`; what they saw is written as JSON to `<spy>/seen.json`. The
     spies record and call through: the training is the adapter's."""
+    option_names = ("spy",)   # the folder the spy writes what it saw to
 
     def __init__(self, mode: str = "aligned", options: dict | None = None):
         options = dict(options or {})

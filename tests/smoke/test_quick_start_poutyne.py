@@ -40,6 +40,7 @@ class SpyAdapter(PoutyneAdapter):
     """The adapter under test with the `SPIED` methods of Poutyne's classes and every optimizer step spied on for the
     length of `fit`; each call's arguments (the job's objects, and those built through a spy, by name) are written as
     JSON to `<spy>/clip_<grad_clip>.json`. The spies record and call through: the training is the adapter's."""
+    option_names = ("spy",)   # the folder the spy writes what it saw to
 
     def __init__(self, mode: str = "aligned", options: dict | None = None):
         options = dict(options or {})

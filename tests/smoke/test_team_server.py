@@ -6,18 +6,16 @@ team's path (the same sweep in SQLite and on the server, four writers at once, o
 tests/e2e/test_team_server.py."""
 from __future__ import annotations
 
-from helpers import ADMIN_PASSWORD, CONFIG_SECRETS, SECRET_ENV, everything_logged, run_evalkit
+from helpers import ADMIN_PASSWORD, CONFIG_SECRETS, NOTED, NOTED_ENV, SECRET_ENV, everything_logged, run_evalkit
 
 from evalkit import names
 
 JOB = ["trainer=baseline", "task.n_train=128", "task.n_val=32", "train.batch_size=16", "train.max_steps=20",
-       "train.val_every=10", "tracking.system_metrics_interval_s=0", "tracking.experiment=team-smoke",
-       f"+trainer.options.note={CONFIG_SECRETS['note']}",
-       f"+trainer.options.mirror_password={CONFIG_SECRETS['mirror_password']}"]
+       "train.val_every=10", "tracking.system_metrics_interval_s=0", "tracking.experiment=team-smoke", *NOTED]
 
 
 def test_a_job_records_through_the_server_and_no_secret_reaches_it(team, tmp_path):
-    proc = run_evalkit(tmp_path, *JOB, "tracking=server", f"tracking.uri={team.url}", env=team.env)
+    proc = run_evalkit(tmp_path, *JOB, "tracking=server", f"tracking.uri={team.url}", env={**team.env, **NOTED_ENV})
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = team.client()
     exp = client.get_experiment_by_name("team-smoke")
