@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,55 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, tier))
     # A stable sort: the tests of a module keep their order, and so do the short modules.
     items.sort(key=lambda item: -module_seconds(item.path))
+
+
+# ------------------------------------------------------------------ every test's duration, kept across runs
+# One line per test and run in test-artifacts/durations.jsonl (ignored by git): the summary names this run's
+# slowest tests and every test whose outcome changed across the last RUNS_KEPT runs (a flaky one). Written by the
+# controlling process only (pytest-xdist forwards the workers' reports to it).
+DURATIONS = TESTS.parent / "test-artifacts" / "durations.jsonl"
+RUNS_KEPT = 20
+_run: dict = {}
+
+
+def pytest_sessionstart(session):
+    _run.update(id=f"{os.getpid()}-{int(time.time())}", reports=[])
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("PYTEST_XDIST_WORKER") or "id" not in _run:
+        return
+    if report.when == "call" or (report.when != "call" and report.outcome != "passed"):
+        _run["reports"].append({"run": _run["id"], "test": report.nodeid, "phase": report.when,
+                                "outcome": report.outcome, "seconds": round(report.duration, 3)})
+
+
+def pytest_terminal_summary(terminalreporter):
+    reports = _run.get("reports") or []
+    if not reports:
+        return
+    with contextlib.suppress(OSError):
+        DURATIONS.parent.mkdir(exist_ok=True)
+        with open(DURATIONS, "a") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in reports)
+    write = terminalreporter.write_line
+    write(f"slowest tests of this run (all runs: {DURATIONS.relative_to(TESTS.parent)}):")
+    for r in sorted(reports, key=lambda r: -r["seconds"])[:10]:
+        write(f"  {r['seconds']:8.1f} s  {r['test']}")
+    flaky = flaky_tests(DURATIONS)
+    if flaky:
+        write(f"tests whose outcome changed over the last {RUNS_KEPT} runs recorded: {', '.join(flaky)}")
+
+
+def flaky_tests(path: Path) -> list[str]:
+    """The tests that passed in one and failed in another of the last RUNS_KEPT runs recorded in `path`."""
+    try:
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+    runs = list(dict.fromkeys(r["run"] for r in lines))[-RUNS_KEPT:]
+    outcomes: dict[str, set] = {}
+    for r in lines:
+        if r["run"] in runs:
+            outcomes.setdefault(r["test"], set()).add(r["outcome"] == "passed")
+    return sorted(test for test, seen in outcomes.items() if len(seen) > 1)
