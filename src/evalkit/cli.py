@@ -91,8 +91,8 @@ def _print_address(cfg: DictConfig, run_id: str) -> None:
 
 
 def main() -> None:
-    fix_default_uri()
     _refuse_unwritable_launch_dir()
+    fix_default_uri()
     mask_secrets_in_log(*LAUNCHER_LOGGERS)   # they print every job's overrides
     raise_on_stop_signals()
     # Hydra raises what it would print, said below in one line, unless the user asked for its stack traces (an
@@ -190,9 +190,9 @@ def _end_sweep_on_error() -> None:
 def _refuse_unwritable_launch_dir() -> None:
     """Exit with one line when a folder the run directory or the local store would be created in takes no
     files (a read-only launch directory): checked before Hydra starts, whose own error is a traceback."""
-    from evalkit.controller.launch_dir import launch_dir_problem
+    from evalkit.controller.launch_dir import cwd_problem, launch_dir_problem
 
-    problem = launch_dir_problem(sys.argv[1:])
+    problem = cwd_problem() or launch_dir_problem(sys.argv[1:])
     if problem:
         print(f"evalkit: {problem}", file=sys.stderr)
         sys.exit(2)

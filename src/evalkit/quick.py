@@ -26,6 +26,7 @@ from collections.abc import Iterator
 
 from evalkit import names
 from evalkit.cli import run_sweep
+from evalkit.controller.launch_dir import cwd_problem
 from evalkit.controller.progress import say, time_left
 from evalkit.controller.tracking import display_uri, resolve_uri
 from evalkit.controller.warm import close_all
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     preset = PRESETS["thorough" if args.thorough else "quick"]
     args.seeds = preset.seeds if args.seeds is None else args.seeds
 
-    problem = argument_problem(args.seeds, args.scenario) or probes_problem(args.probes, args.overrides)
+    problem = cwd_problem() or argument_problem(args.seeds, args.scenario) or probes_problem(args.probes,
+                                                                                             args.overrides)
     if problem:
         print(f"evalkit-eval: {problem}", file=sys.stderr)
         return 2

@@ -104,6 +104,7 @@ class Controller:
         self.may_defer = may_defer and tracking.is_server(self.uri)
         self.unrecorded: str | None = None    # why the run is not recorded yet (the store's failure), else None
         self.started_wall = time.time()       # the run's start time, also when it is recorded later
+        self.ended_wall: float | None = None  # its end, when recorded later than it happened (evalkit-ship)
         try:
             self.client = tracking.open_client(self.uri)
         except tracking.TrackingUnavailable as exc:
@@ -220,12 +221,19 @@ class Controller:
     def fail(self, reason: str, status: str = "FAILED") -> JobResult:
         tracking.set_tags(self.client, self.run_id, {names.FAILURE_REASON: one_line(reason),
                                                      names.MLFLOW_NOTE: self._note(status, one_line(reason))})
-        self.client.set_terminated(self.run_id, status)
+        self.client.set_terminated(self.run_id, status, end_time=self._end_time())
         return JobResult(self.run_id, False, reason, status)
 
+    def _end_time(self) -> int | None:
+        """The run's end for MLflow (ms): when it happened, where it is recorded later (evalkit-ship); else now."""
+        return int(self.ended_wall * 1000) if self.ended_wall is not None else None
+
     def _note(self, status: str, detail: str = "") -> str:
-        """The run's one-line description: how it ended, after how long (when this controller started it)."""
-        took = f" after {time.monotonic() - self.started:.0f} s" if self.started is not None else ""
+        """The run's one-line description: how it ended, after how long (this controller's watch, or the recorded
+        start and end of a job shipped later)."""
+        seconds = self.ended_wall - self.started_wall if self.ended_wall is not None else \
+            time.monotonic() - self.started if self.started is not None else None
+        took = f" after {seconds:.0f} s" if seconds is not None else ""
         return job_description(self.cfg, f"{status}{took}" + (f": {detail}" if detail else ""))
 
     def train(self) -> JobResult:
@@ -411,8 +419,12 @@ class Controller:
         if all(c == 0 for c in outcome.codes):
             loss = f", final train loss {shipper.steps[-1]['loss']:.4g}" \
                 if shipper.steps and shipper.steps[-1].get("loss") is not None else ""
-            tracking.set_tags(client, run_id, {names.MLFLOW_NOTE: self._note("FINISHED", f"{last} steps{loss}")})
-            client.set_terminated(run_id, "FINISHED")
+            ended_by = (summaries[0] or {}).get("ended_by")
+            early = f" of {self.cfg.train.max_steps}, stopped early by {ended_by}" \
+                if ended_by and last < self.cfg.train.max_steps else ""
+            tags = {names.MLFLOW_NOTE: self._note("FINISHED", f"{last} steps{early}{loss}")}
+            tracking.set_tags(client, run_id, {**tags, **({names.ENDED_BY: ended_by} if early else {})})
+            client.set_terminated(run_id, "FINISHED", end_time=self._end_time())
             return JobResult(run_id, True, status="FINISHED")
         reason = failure_reason(outcome, errors)
         full = space_problem(spool_dir) if reason.startswith("worker exited with codes") else None

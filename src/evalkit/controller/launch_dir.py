@@ -20,6 +20,17 @@ INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--
               "--version")
 
 
+def cwd_problem() -> str | None:
+    """One line when the working directory no longer exists (deleted or moved while the shell was in it: every
+    relative path, the default store's included, would fail), else None."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return ("the working directory no longer exists (it was deleted or moved while this shell was in it): cd "
+                "to an existing folder (e.g. cd ~) and run the command again")
+    return None
+
+
 def launch_dir_problem(argv: list[str]) -> str | None:
     """One line naming the folder that takes no new files and the fix, or None when evalkit can start."""
     if any(arg.split("=", 1)[0] in INFO_FLAGS for arg in argv):

@@ -65,6 +65,10 @@ def claim(run_dir: str, what: str = "job") -> RunDirClaim:
     except BlockingIOError:
         holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
+        if what == "evalkit-ship":
+            raise RunDirBusy(f"run directory {run_dir} belongs to an evalkit job that is still running (pid "
+                             f"{holder}): it records itself; run evalkit-ship there after it has stopped (killed, or "
+                             "told to by its own message)") from None
         raise RunDirBusy(f"run directory {run_dir} is in use by another evalkit job (pid {holder}): give this "
                          f"{what} a directory of its own (hydra.run.dir=..., or leave it unset)") from None
     os.ftruncate(fd, 0)

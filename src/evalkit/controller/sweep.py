@@ -170,6 +170,7 @@ class SweepCallback(Callback):
         self.total: int | None = None        # jobs the sweep will run (None: the sweeper did not say)
         self.side_by_side = 1                # jobs its launcher runs at once on this machine (their threads share it)
         self.started = time.monotonic()
+        self.ended_wall: float | None = None  # the sweep's end where its parent is ended later (evalkit-ship)
 
     @classmethod
     def from_state(cls, state: SweepState, sweep_dir: str, uri: str | None = None) -> "SweepCallback":
@@ -183,6 +184,7 @@ class SweepCallback(Callback):
         last = max(os.path.getmtime(p) for p in (state.path, sweep.ledger) if os.path.exists(p))
         seconds = (fields.get("end") or {}).get("seconds", last - fields["started_wall"])
         sweep.started = time.monotonic() - seconds     # the summary's duration: the sweep's, not the outage's
+        sweep.ended_wall = fields["started_wall"] + seconds   # its parent's end: the sweep's, not the ship's
         return sweep
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -192,7 +194,11 @@ class SweepCallback(Callback):
         refuse_multinode(config)
         hush_libraries(config.tracking.progress)
         uri = tracking.resolve_uri(config.tracking.uri)
-        self.client = tracking.open_client(uri)   # refuses an unusable store first
+        try:
+            self.client = tracking.open_client(uri)   # refuses an unusable store first
+        except tracking.TrackingUnavailable as exc:  # once, for the sweep: Hydra would only warn and run every job
+            print(f"evalkit: {exc}", file=sys.stderr, flush=True)
+            sys.exit(1)
         sweep_id = os.environ.get(names.SWEEP_NAME_ENV) or \
             f"{os.path.basename(os.path.normpath(config.hydra.sweep.dir))}-{uuid.uuid4().hex[:6]}"
         self.overrides = " ".join(redact_override(o) for o in config.hydra.overrides.task)
@@ -341,7 +347,8 @@ class SweepCallback(Callback):
             self.client.log_text(self.parent_id, json.dumps(self.reused), names.REUSED_RUNS_ARTIFACT)
         tracking.set_tags(self.client, self.parent_id, tags)
         views = self._summarize(status, reason)
-        self.client.set_terminated(self.parent_id, status)
+        ended = self.ended_wall
+        self.client.set_terminated(self.parent_id, status, end_time=int(ended * 1000) if ended else None)
         os.environ.pop(names.PARENT_RUN_ENV, None)
         os.environ.pop(names.SWEEP_ID_ENV, None)
         uri, exp = self.client.tracking_uri, self.experiment_id

@@ -44,12 +44,13 @@ def _finish(state, sweep_dir: str, uri: str | None) -> bool:
     fields = state.fields
     ledger = os.path.join(sweep_dir, fields["ledger"])
     left = left_behind(sweep_dir, fields["sweep_id"], ledger)
-    unrecorded = bool(left or waiting_jobs(ledger))     # jobs the store does not hold whole yet
-    if fields.get("ended") and not unrecorded:
+    if fields.get("ended") and not (left or waiting_jobs(ledger)):
         return True
     sweep = SweepCallback.from_state(state, sweep_dir, uri)
     with tracking.quiet_store_logs():
         status = sweep.client.get_run(sweep.parent_id).info.status
+        left = [run_dir for run_dir in left if not _ended(sweep.client, run_dir)]   # recorded whole: left as it is
+    unrecorded = bool(left or waiting_jobs(ledger))     # jobs the store does not hold whole yet
     if status != "RUNNING" and not unrecorded:
         print(f"evalkit-ship: sweep {sweep.sweep_id}: its parent run {sweep.parent_id} has already ended ({status})",
               file=sys.stderr)
@@ -75,6 +76,16 @@ def _finish(state, sweep_dir: str, uri: str | None) -> bool:
     print(f"evalkit-ship: sweep {sweep.sweep_id}: parent run {sweep.parent_id} ended {status} ({sweep.jobs} jobs, "
           f"{sweep.failed} failed)")
     return True
+
+
+def _ended(client, run_dir: str) -> bool:
+    """Whether the job of `run_dir` has a run that has ended (an interrupted job's controller ends it KILLED)."""
+    try:
+        with open(os.path.join(run_dir, names.RUN_FILE)) as fh:
+            run_id = json.load(fh).get("run_id")
+        return bool(run_id) and client.get_run(run_id).info.status != "RUNNING"
+    except Exception:  # noqa: BLE001 - unreadable here: shipping it says why
+        return False
 
 
 def left_behind(sweep_dir: str, sweep_id: str, ledger: str) -> list[str]:

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import ssl
 import time
 import urllib.error
@@ -68,6 +69,7 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
         _check_server(uri, timeout_s)
     elif scheme == "sqlite":
         _check_sqlite_writable(uri)
+        _check_sqlite_store(uri)
     elif not scheme.startswith(("postgresql", "mysql", "mssql")):   # building those stores connects: MLflow's job
         _check_store_opens(uri, scheme)
 
@@ -153,6 +155,59 @@ def _check_sqlite_writable(uri: str) -> None:
         raise TrackingUnavailable(
             f"the tracking store {display_uri(uri)} takes no writes ({problem}; SQLite writes the file and its "
             f"journal beside it): make {folder} and the file writable, or {STORE_FIX}")
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+MLFLOW_TABLES = {"experiments", "runs", "metrics", "params", "tags"}   # a store MLflow created holds these
+
+
+def _check_sqlite_store(uri: str) -> None:
+    """The file is MLflow's SQLite store, or empty, or absent (then created): not a folder, not another kind of
+    file, not a damaged database, not another program's database (MLflow would add its tables to it)."""
+    path = os.path.abspath(sqlite_path(uri) or "")
+    if not path or not os.path.exists(path):
+        return
+    restore = ("restore it from a backup, or point tracking.uri at another file (the runs it held are not "
+               "readable by evalkit or MLflow)")
+    if os.path.isdir(path):
+        raise TrackingUnavailable(
+            f"the tracking store {display_uri(uri)} is a folder, not a database file: point tracking.uri at a file "
+            f"in it, e.g. tracking.uri=sqlite:///{os.path.join(path, 'mlflow.db')}")
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    if not header:
+        return
+    if not header.startswith(SQLITE_HEADER):
+        raise TrackingUnavailable(f"the tracking store {display_uri(uri)} is not an SQLite database (damaged, or "
+                                  f"another kind of file): {restore}")
+    missing = truncated_bytes(header, os.path.getsize(path))
+    if missing:
+        raise TrackingUnavailable(f"the tracking store {display_uri(uri)} is a truncated SQLite database ({missing} "
+                                  f"bytes short of the size its header gives): {restore}")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise TrackingUnavailable(f"the tracking store {display_uri(uri)} is a damaged SQLite database ({exc}): "
+                                  f"{restore}") from None
+    if tables and not MLFLOW_TABLES <= tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise TrackingUnavailable(
+            f"the tracking store {display_uri(uri)} is another program's SQLite database (its tables: {shown}), not "
+            "MLflow's: evalkit would add MLflow's tables to it; point tracking.uri at another file, e.g. "
+            f"sqlite:///{os.path.join(os.path.dirname(path), 'mlflow.db')} in a folder of its own")
+
+
+def truncated_bytes(header: bytes, size: int) -> int:
+    """How many bytes an SQLite file lacks of the database size its header records (0: none, or not recorded).
+    The header's page count holds when its version-valid-for number equals its change counter (sqlite.org
+    fileformat2, 1.3.7)."""
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if len(header) < 100 or header[24:28] != header[92:96] or not pages:
+        return 0
+    return max(0, pages * page_size - size)
 
 
 def _check_store_opens(uri: str, scheme: str) -> None:

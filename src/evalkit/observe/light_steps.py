@@ -33,6 +33,7 @@ class LightStepRecords:
         self.spool, self.read_loss, self.resuming = spool, read_loss, resuming
         self._held: list[tuple] = []        # step records not written yet
         self.step = 0                       # optimizer steps completed, counted from the start step
+        self.skipped = 0                    # steps the GradScaler skipped (inf/nan): no optimizer step
         self.start_source: str | None = None if resuming else "fresh start"
         self._forwards = 0                  # training forwards of the step in progress
         self._samples = 0                   # ... and their samples
@@ -65,6 +66,7 @@ class LightStepRecords:
                         "loss_scale": scale, "wall": time.time()})
         self.spool.flush()
         self._forwards, self._samples, self._losses = 0, 0, []
+        self.skipped += 1
 
     def end_step(self, optimizer: torch.optim.Optimizer, now: float, dt: float, validated_before: bool) -> int:
         """Global optimizer step post hook (called by the observer with the step's clock readings): count the

@@ -224,7 +224,8 @@ class Observer:
         """Flush what is pending and return the run's summary (throughput, memory, observed dtypes)."""
         self.flush()
         summary = {"observe_profile": self.profile,
-                   "last_step": self.steps.step, "start_step_source": self.steps.start_source,
+                   "last_step": self.steps.step, "skipped_steps": self.steps.skipped,
+                   "start_step_source": self.steps.start_source,
                    "threads_at_end": torch.get_num_threads(),
                    "observed_dtypes": dict(self.dtypes.counts),
                    "unattributed_samples": self.samples.unattributed, **self.clock.throughput(self.steps.step),

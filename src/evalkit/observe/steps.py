@@ -58,6 +58,7 @@ class StepRecords:
     def __init__(self, spool: SpoolWriter, samples: SampleIds, *, deferred: bool, resuming: bool = False):
         self.spool, self.samples, self.deferred, self.resuming = spool, samples, deferred, resuming
         self.step = 0                       # optimizer steps completed, counted from the start step
+        self.skipped = 0                    # steps the GradScaler skipped (inf/nan): no optimizer step
         self.start_source: str | None = None
         self._micro: list[dict] = []        # micro-batches of the step in progress
         self._losses: list[torch.Tensor] = []
@@ -95,6 +96,7 @@ class StepRecords:
                         "loss_scale": scale, "wall": time.time()})
         self.spool.flush()
         self._micro, self._losses = [], []
+        self.skipped += 1
 
     def on_step_pre(self, optimizer, args, kwargs) -> None:
         """Global optimizer step pre hook: the start step (first call), LRs, loss scale, scheduler steps."""

@@ -236,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2), as a return code for callers
         return int(exc.code or 0)
+    from evalkit.controller.launch_dir import cwd_problem
+
+    if cwd_problem():
+        print(f"evalkit-verdict: error: {cwd_problem()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         return record(args) if args.record else run(args)
     except (BadInput, StoreError) as exc:

@@ -10,6 +10,7 @@ effective config, and on failure its traceback.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import json
 import os
@@ -92,11 +93,39 @@ def load_adapter(trainer: DictConfig) -> Adapter:
         module = _missing_module(exc)
         if module and requirements(trainer):
             raise AdapterUnavailable(not_installed(trainer, module)) from exc
+        why = _import_failure(trainer._target_, exc)
+        if why is not None:
+            raise AdapterModuleError(why) from exc
         raise
     problem = not_an_adapter(cls, trainer._target_)
     if problem:
         raise NotAnAdapter(problem)
     return cls(mode=trainer.mode, options=OmegaConf.to_container(trainer.options, resolve=True))
+
+
+class AdapterModuleError(ImportError):
+    """The adapter's own module failed as it was imported (the message names the error and its line)."""
+
+
+def _import_failure(target: str, exc: BaseException) -> str | None:
+    """What went wrong as Hydra imported `target`, in one line with the fix: a class its module does not have
+    (with the nearest name), or an error the module's own code raised (with its line); None for a module that
+    was not found (`error_summary` names it)."""
+    root = exc
+    while (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__
+    if root is exc or isinstance(root, ImportError):
+        return None
+    frames = traceback.extract_tb(root.__traceback__)
+    module, _, name = target.rpartition(".")
+    if isinstance(root, AttributeError) and frames and f"{os.sep}hydra{os.sep}" in frames[-1].filename:
+        known = [n for n, v in vars(sys.modules.get(module) or object).items() if isinstance(v, type)]
+        close = difflib.get_close_matches(name, known, n=1)
+        return (f"trainer._target_={target}: module {module} has no {name}: "
+                + (f"did you mean trainer._target_={module}.{close[0]}?" if close else "name its adapter class"))
+    where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    return (f"trainer._target_={target}: its module raised {type(root).__name__}: "
+            f"{' '.join(str(root).split())[:300]}{where} as it was imported: fix that line of the module")
 
 
 def _missing_module(exc: BaseException | None) -> str | None:
@@ -209,6 +238,8 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         summary = observer.finish()
         if window_done:
             summary["ended_by"] = "turn table: timed window complete"
+        elif getattr(adapter, "ended_by", None):      # a stop the adapter declares (a stop callback, a time limit)
+            summary["ended_by"] = str(adapter.ended_by)
         startup.mark("first_forward", observer.first_forward_wall)
         startup.mark("first_step", observer.first_step_wall)
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
@@ -223,6 +254,9 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
             spool.write_json(names.EFFECTIVE_CONFIG_FILE, redact(effective_config(adapter, window_done)))
             if profiled is not None and profiled.result is not None:
                 spool.write_json(names.CALL_PROFILE_FILE, profiled.result)
+        short = stopped_short(summary, cfg.train.max_steps)
+        if short:
+            raise StoppedShort(short)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then reported by exit code
         if observer is not None:
@@ -230,12 +264,15 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
                 observer.flush()
         with contextlib.suppress(OSError):          # a full device refuses them (SpoolFull): the failure says so
             spool.flush()
+        step = observer.steps.step if observer is not None else 0
         if isinstance(exc, SystemExit):             # the exit status the wrapper asked for: evidence (issue 28)
             with contextlib.suppress(OSError):
-                spool.write_json(names.summary_file(rank), {"rank": rank, "system_exit": system_exit(exc)})
+                spool.write_json(names.summary_file(rank), {"rank": rank, "system_exit": system_exit(exc),
+                                                            "last_step": step})
         with open(os.path.join(spec["spool_dir"], names.error_file(rank)), "w") as fh:
-            fh.write(f"{error_summary(exc)}\n\n{traceback.format_exc()}")
-        traceback.print_exc()
+            fh.write(f"{error_summary(exc, step=step, max_steps=cfg.train.max_steps)}\n\n{traceback.format_exc()}")
+        if not isinstance(exc, StoppedShort):       # its one line says it all
+            traceback.print_exc()
         return 3 if isinstance(exc, AdapterUnavailable) else 1
 
 
@@ -297,10 +334,34 @@ def system_exit(exc: SystemExit) -> dict[str, Any]:
     return {"status": status, "during": f"{type(during).__name__}: {during}"[:300] if during is not None else None}
 
 
-def error_summary(exc: BaseException, limit: int = 600) -> str:
+class StoppedShort(RuntimeError):
+    """The adapter's fit returned before `train.max_steps` without a stop it declared (`ended_by`)."""
+
+
+def stopped_short(summary: dict[str, Any], max_steps: int) -> str | None:
+    """Why a fit that returned normally did not train the run asked for, or None: fewer optimizer steps than
+    `max_steps` (steps the GradScaler skipped count as taken) and no `ended_by`."""
+    last, skipped = summary.get("last_step", 0), summary.get("skipped_steps", 0)
+    if summary.get("ended_by") or last + skipped >= max_steps:
+        return None
+    fresh = summary.get("start_step_source") in (None, "fresh start")
+    trained = f"trained {last} of {max_steps} optimizer steps" if fresh else f"stopped at step {last} of {max_steps}"
+    return (f"{trained}: the adapter's fit returned before train.max_steps={max_steps} without a stop it declared; "
+            "an adapter trains to job.max_steps, or sets its ended_by to the reason when it stops early on purpose "
+            "(a stop callback, a time limit)")
+
+
+def error_summary(exc: BaseException, limit: int = 600, *, step: int | None = None,
+                  max_steps: int | None = None) -> str:
     """One line: the error and, when its message does not already say it, the root cause it came from
-    (`ImportError: Error loading 'x.Adapter': ... No module named 'x'`)."""
+    (`ImportError: Error loading 'x.Adapter': ... No module named 'x'`). A `SystemExit` says what it is: the
+    adapter (or its wrapper) exited the process at `step`."""
+    if isinstance(exc, StoppedShort):
+        return " ".join(str(exc).split())[:limit]
     text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SystemExit) and step is not None:
+        text += (f" (the adapter exited the process with sys.exit({exc.code!r}) at step {step}"
+                 f"{f' of {max_steps}' if max_steps else ''}, before its fit returned)")
     root, seen = exc, {id(exc)}
     while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
         root = nxt
