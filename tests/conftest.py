@@ -227,7 +227,8 @@ def pytest_terminal_summary(terminalreporter):
         write(f"  {r['seconds']:8.1f} s  {r['test']}")
     flaky = flaky_tests(DURATIONS)
     if flaky:
-        write(f"tests whose outcome changed over the last {RUNS_KEPT} runs recorded: {', '.join(flaky)}")
+        more = f" and {len(flaky) - 10} more" if len(flaky) > 10 else ""
+        write(f"tests whose outcome changed over the last {RUNS_KEPT} runs recorded: {', '.join(flaky[:10])}{more}")
 
 
 def flaky_tests(path: Path) -> list[str]:

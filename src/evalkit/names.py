@@ -97,6 +97,8 @@ VAL_METRIC_SCALE = "evalkit.val_metric_scale"   # relative | absolute
 VAL_METRIC_MARGIN = "evalkit.val_metric_margin"     # the task's equivalence margin on that metric
 FAILURE_REASON = "evalkit.failure_reason"           # on a FAILED or KILLED run: why, in one line
 ENDED_BY = "evalkit.ended_by"                       # on a FINISHED run short of max_steps: the stop it declared
+# In the failure reason of a run whose fit returned short of max_steps without a declared stop (worker/run.py)
+FIT_RETURNED_SHORT = "the adapter's fit returned before train.max_steps"
 # On a probe run that crashed: "<job>: <reason>" for a job of the wrapper that crashed where nothing was planted (no
 # fault asked), before the probe stopped; absent when only evalkit's own machinery failed.
 PROBE_CRASHED_JOB = "evalkit.probe.crashed_job"

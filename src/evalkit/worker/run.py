@@ -346,7 +346,7 @@ def stopped_short(summary: dict[str, Any], max_steps: int) -> str | None:
         return None
     fresh = summary.get("start_step_source") in (None, "fresh start")
     trained = f"trained {last} of {max_steps} optimizer steps" if fresh else f"stopped at step {last} of {max_steps}"
-    return (f"{trained}: the adapter's fit returned before train.max_steps={max_steps} without a stop it declared; "
+    return (f"{trained}: {names.FIT_RETURNED_SHORT}={max_steps} without a stop it declared; "
             "an adapter trains to job.max_steps, or sets its ended_by to the reason when it stops early on purpose "
             "(a stop callback, a time limit)")
 

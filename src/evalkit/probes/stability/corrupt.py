@@ -4,14 +4,17 @@ fails every resume.
 
 A copy holds every entry the source job wrote after one step (a checkpoint may be a file, a directory, or a file
 and its checksum), in a directory of its own beside the probe's jobs. The damage goes to the copy's largest file:
-cut to half its length, or 256 bytes inverted in the middle of its tensors' bytes: inside the largest entry of a
-zip archive (torch.save's format; its reader checks no CRC), after a safetensors file's header, else at the file's
-middle. Flipped there, the damage is to the weights, which only a checksum finds, never to a header that any reader
-refuses (a flip that lands on an entry's header is no test of the wrapper). Nothing of the source is changed.
+cut to half its length, or 256 bytes inverted in the middle of its largest floating-point tensor: a zip archive's
+(torch.save's format; its reader checks no CRC) storage of a float type, as its data.pkl names them; a safetensors
+file's tensor of a float dtype; else the file's middle. Flipped there, the damage is to weights, which only a
+checksum finds: never to a header that any reader refuses, nor to an RNG state or a step count whose garbage fails
+the resume by accident (either would be no test of the wrapper). Nothing of the source is changed.
 """
 from __future__ import annotations
 
+import json
 import os
+import pickletools
 import shutil
 import zipfile
 
@@ -50,25 +53,59 @@ def truncate(path: str) -> str:
     return f"{os.path.basename(path)} cut from {size} to {size // 2} bytes"
 
 
+FLOAT_STORAGES = {"FloatStorage", "DoubleStorage", "HalfStorage", "BFloat16Storage"}
+FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
+
+
 def payload(path: str) -> tuple[int, int]:
-    """(start, end) of the bytes that hold the tensors: the largest entry's data of a zip archive, the data after a
-    safetensors header, else the whole file."""
+    """(start, end) of the bytes of the file's largest floating-point tensor (a zip archive's storage, a safetensors
+    tensor); the whole file when it holds none that can be told."""
     size = os.path.getsize(path)
     if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            entry = max(archive.infolist(), key=lambda i: (i.file_size, i.filename))
-        with open(path, "rb") as fh:
-            fh.seek(entry.header_offset)
-            local = fh.read(30)      # the local file header: its name and extra field lengths end it
-        start = entry.header_offset + 30 + int.from_bytes(local[26:28], "little") + \
-            int.from_bytes(local[28:30], "little")
-        return start, start + entry.compress_size
+        found = _zip_float_storage(path)
+        if found is not None:
+            return found
     if path.endswith(".safetensors") and size > 8:
         with open(path, "rb") as fh:
-            start = 8 + int.from_bytes(fh.read(8), "little")
-        if start < size:
-            return start, size
+            length = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(length))
+        floats = [v["data_offsets"] for k, v in header.items() if k != "__metadata__" and v["dtype"] in FLOAT_DTYPES]
+        if floats:
+            begin, end = max(floats, key=lambda o: o[1] - o[0])
+            return 8 + length + begin, 8 + length + end
     return 0, size
+
+
+def _zip_float_storage(path: str) -> tuple[int, int] | None:
+    """The largest float storage of a torch.save archive: its data.pkl names each storage's type, then its key
+    (the entry `<archive>/data/<key>`)."""
+    with zipfile.ZipFile(path) as archive:
+        pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
+        if not pickles:
+            return None
+        kinds, kind, memo, last = {}, None, {}, None     # a storage type named again is fetched from the memo
+        for op, arg, _ in pickletools.genops(archive.read(pickles[0])):
+            if op.name == "GLOBAL" and isinstance(arg, str) and arg.startswith("torch ") and arg.endswith("Storage"):
+                kind = last = arg.split()[1]
+                continue
+            if op.name in ("BINPUT", "LONG_BINPUT") and last is not None:
+                memo[arg] = last
+            elif op.name in ("BINGET", "LONG_BINGET") and arg in memo:
+                kind = memo[arg]
+            elif kind is not None and op.name in ("BINUNICODE", "SHORT_BINUNICODE", "UNICODE") and arg != "storage":
+                kinds[arg], kind = kind, None
+            last = None
+        prefix = pickles[0][: -len("data.pkl")]
+        entries = [archive.getinfo(f"{prefix}data/{key}") for key, k in kinds.items()
+                   if k in FLOAT_STORAGES and f"{prefix}data/{key}" in archive.namelist()]
+    if not entries:
+        return None
+    entry = max(entries, key=lambda i: (i.file_size, i.filename))
+    with open(path, "rb") as fh:
+        fh.seek(entry.header_offset)
+        local = fh.read(30)      # the local file header: its name and extra field lengths end it
+    start = entry.header_offset + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+    return start, start + entry.compress_size
 
 
 def flip(path: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from evalkit import names
 from evalkit.probes.evidence import JobEvidence
 
 PASS, FAIL, NOT_EXERCISED = "pass", "fail", "not exercised"
@@ -91,9 +92,11 @@ def error_at_step(job: JobEvidence, step: int, markers: tuple[str, ...], what: s
     """An error raised at step k: the run must end non-zero, the error visible, the records up to k - 1 kept."""
     numbers = [int(s["step"]) for s in job.steps]
     last = numbers[-1] if numbers else 0
-    if job.status == "FINISHED":
+    if job.status == "FINISHED" or names.FIT_RETURNED_SHORT in job.failure_reason:
         past = f", trained on to step {last}" if last >= step else ""
-        return False, f"exited 0 after the {what} at step {step} (swallowed{past})"
+        caught = "" if job.status == "FINISHED" else \
+            "; evalkit failed the run, as its fit returned short of max_steps without a declared stop"
+        return False, f"exited 0 after the {what} at step {step} (swallowed{past}{caught})"
     code = exit_status(job)
     if code == 0:
         return False, (f"the wrapper caught the {what} and exited with status 0 (sys.exit): the error did not "
