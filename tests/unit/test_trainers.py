@@ -25,17 +25,30 @@ def _canonical(line: str) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------ pyproject and the trainer YAMLs
-def test_each_wrapper_has_its_extra_equal_to_its_yaml_and_all_names_every_one():
-    """pip reads extras from pyproject only: `.[<trainer>]` installs what conf/trainer/<trainer>.yaml requires (the
-    project's rule: wrappers are optional extras), `.[all]` every bundled trainer's."""
+def test_each_wrapper_has_an_extra_admitting_its_cited_release_pinned_in_the_constraints():
+    """pip reads extras from pyproject only: `.[<trainer>]` installs a range of the distributions
+    conf/trainer/<trainer>.yaml requires, the range admitting the release its adapter cites (the YAML's pin), which
+    constraints.txt pins for the README's commands and CI (issue 45); `.[all]` every bundled trainer's."""
     extras = {_extra(name): lines for name, lines in
               tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"].items()}
+    pins = dict(_pinned(line) for line in (REPO / "constraints.txt").read_text().splitlines()
+                if line.strip() and not line.startswith("#"))
     for name in WRAPPERS:
-        wanted = sorted(map(_canonical, trainers.bundled_trainers()[name].requirements))
-        assert sorted(map(_canonical, extras.get(_extra(name), []))) == wanted, \
-            f"pyproject's extra {name} must list exactly conf/trainer/{name}.yaml's requirements"
+        cited = dict(_pinned(line) for line in trainers.bundled_trainers()[name].requirements)
+        ranges = {_canonical(line)[0]: Requirement(line).specifier for line in extras.get(_extra(name), [])}
+        assert sorted(ranges) == sorted(cited), f"pyproject's extra {name}: the distributions of {name}.yaml"
+        for dist, version in cited.items():
+            assert ranges[dist].contains(version) and "==" not in str(ranges[dist]), \
+                f"pyproject's extra {name}: a range that admits {dist}=={version}, got {ranges[dist]}"
+            assert pins.get(dist) == version, f"constraints.txt must pin {dist}=={version} ({name}.yaml's)"
     (everything,) = extras["all"]
     assert sorted(map(_extra, Requirement(everything).extras)) == sorted(map(_extra, WRAPPERS))
+
+
+def _pinned(line: str) -> tuple[str, str]:
+    """(canonical name, version) of a `name==version` line."""
+    name, _, version = line.partition("==")
+    return _canonical(name)[0], version.strip()
 
 
 def _extra(name: str) -> str:
