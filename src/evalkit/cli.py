@@ -93,6 +93,7 @@ def _print_address(cfg: DictConfig, run_id: str) -> None:
 def main() -> None:
     _refuse_unwritable_launch_dir()
     fix_default_uri()
+    _check_printed_configs()
     mask_secrets_in_log(*LAUNCHER_LOGGERS)   # they print every job's overrides
     raise_on_stop_signals()
     # Hydra raises what it would print, said below in one line, unless the user asked for its stack traces (an
@@ -185,6 +186,30 @@ def _end_sweep_on_error() -> None:
            f"{sweep.sweep_dir}" if left else ""
     print(f"evalkit: the launcher stopped on the error above; sweep run {sweep.parent_id} ended FAILED{hint}",
           file=sys.stderr)
+
+
+def _check_printed_configs() -> None:
+    """`evalkit --cfg job|all ...` prints the config a job composes (Hydra), then checks every value as a run would:
+    each problem on a line of its own and exit 2, so a sweep's settings can be checked before it runs."""
+    from hydra._internal.hydra import Hydra
+
+    show = Hydra.show_cfg
+    if getattr(show, "evalkit_checks", False):
+        return
+
+    def show_and_check(self, config_name, overrides, cfg_type, package, resolve=False):
+        show(self, config_name, overrides, cfg_type, package, resolve)
+        if cfg_type == "hydra":
+            return
+        cfg = self.compose_config(config_name=config_name, overrides=overrides, run_mode=RunMode.RUN)
+        problems = validate(self.get_sanitized_cfg(cfg, "job"))
+        for problem in problems:
+            print(f"evalkit: invalid config: {problem}", file=sys.stderr)
+        if problems:
+            sys.exit(2)
+
+    show_and_check.evalkit_checks = True
+    Hydra.show_cfg = show_and_check
 
 
 def _refuse_unwritable_launch_dir() -> None:

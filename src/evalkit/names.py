@@ -106,6 +106,7 @@ CONFIG_WARNINGS = "evalkit.config_warnings"         # valid settings that lose a
 RUN_DIR = "evalkit.run_dir"                         # the job's run directory (spool, records, logs)
 CHECKPOINT_DIR = "evalkit.checkpoint_dir"           # its checkpoints: what `resume_from=` takes
 WRAPPER_VERSION = "evalkit.wrapper_version"         # the installed version of the wrapper the run trained with
+QUICK_START_VERSION = "evalkit.quick_start_version"  # defaults mode: the release whose quick start the adapter follows
 TORCH_VERSION = "evalkit.torch_version"             # the installed torch
 VERSION_PREFIX = "evalkit.version."                 # + a distribution: its version (torch and the YAML's requirements)
 LAUNCH = "evalkit.launch"                           # the launcher whose variables the ranks got (evalkit.launchers)

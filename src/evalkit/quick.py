@@ -34,6 +34,7 @@ from evalkit.hydra_errors import one_line, sweep_jobs
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
 from evalkit.probes.catalog import probe_names, probe_with
 from evalkit.trainers import installed_trainers
+from evalkit.verdict.cli import fail_on_problem, split_mlflow_args
 
 
 def _no_such_trainer(name: str, known: list[str]) -> str:
@@ -42,7 +43,8 @@ def _no_such_trainer(name: str, known: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="evalkit-eval", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="evalkit-eval", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trainers", help="comma-separated trainers (default: baseline + every installed wrapper)")
     parser.add_argument("--seeds", type=int, help="seeds per arm (default: the preset's, 3 quick, 8 thorough)")
     parser.add_argument("--thorough", action="store_true",
@@ -50,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                              "performance probe with a minute of turns in both modes (hours, not minutes)")
     parser.add_argument("--out", default="verdict", help="report directory (default ./verdict)")
     parser.add_argument("--scenario", default="balanced", help="ranking weights: balanced, research, platform")
+    parser.add_argument("--fail-on", metavar="DIM[,DIM][,inconclusive][,not-run]",
+                        help="CI gate: exit 3 when one of these dimensions fails for a wrapper (the verdict's "
+                             "--fail-on, checked before anything trains); junit.xml and summary.md beside the report")
     parser.add_argument("--probes", default="all",
                         help="comma-separated probes to run after training (default: all; none: no probe)")
     shown = parser.add_mutually_exclusive_group()
@@ -67,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     preset = PRESETS["thorough" if args.thorough else "quick"]
     args.seeds = preset.seeds if args.seeds is None else args.seeds
 
-    problem = cwd_problem() or argument_problem(args.seeds, args.scenario) or probes_problem(args.probes,
-                                                                                             args.overrides)
+    problem = cwd_problem() or argument_problem(args.seeds, args.scenario) or fail_on_problem(args.fail_on) or \
+        probes_problem(args.probes, args.overrides)
     if problem:
         print(f"evalkit-eval: {problem}", file=sys.stderr)
         return 2
@@ -130,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from evalkit.verdict.cli import main as verdict
 
-    code = verdict(["--tracking-uri", uri, "--sweep-id", sweep, "--out", args.out, "--scenario", args.scenario])
+    gate = ["--fail-on", args.fail_on] if args.fail_on is not None else []
+    code = verdict(["--tracking-uri", uri, "--sweep-id", sweep, "--out", args.out, "--scenario", args.scenario, *gate])
     return code or (1 if train or probed else 0)
 
 
@@ -168,6 +174,14 @@ def argument_problem(seeds: int, scenario: str) -> str | None:
 
 
 INTERRUPTED = 128     # an exit code from here up: the sweep was stopped by a signal (Ctrl-C), nothing more runs
+EXIT_CODES = """exit codes:
+  0    every job and probe ran, the verdict is recorded, and no --fail-on cell failed
+  1    some job or probe failed (the verdict still judges what ran: see its functional column)
+  2    bad input: nothing was trained (one line names it and the fix)
+  3    the --fail-on gate failed for a wrapper (the verdict names the cells)
+  4    the verdict is printed but could not be recorded (the message names the folder that keeps it)
+  130  interrupted (Ctrl-C): what ran is recorded
+The report goes to --out (verdict.html, verdict.md, verdict.json), with junit.xml and summary.md for CI (docs/ci.md)."""
 # Wall time on a 2-core machine like the one evalkit is developed on; an estimate, not a promise: the sweep's own
 # progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-05 08:18 (6 min 18 s,
 # every sweep in one process, workers forked from warm servers; issue 30): the training sweep's seconds per job, each
@@ -284,4 +298,4 @@ def jobs_recorded(uri: str, sweep: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(split_mlflow_args(sys.argv[1:])))

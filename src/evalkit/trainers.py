@@ -103,6 +103,17 @@ def wrapper_distribution(trainer: DictConfig) -> str:
     return next(iter(distributions(trainer)), "")
 
 
+def cited_version(trainer: DictConfig) -> str | None:
+    """The wrapper's release its adapter cites: the `==` pin of its own requirement (the quick start defaults mode
+    follows, page by page); None for plain torch or an unpinned requirement."""
+    wrapper = wrapper_distribution(trainer)
+    for line in requirements(trainer):
+        name, _, version = line.partition("==")
+        if wrapper and name.strip() == wrapper and version.strip():
+            return version.strip()
+    return None
+
+
 def versions(trainer: DictConfig) -> dict[str, str]:
     """distribution -> its installed version ("not installed" when absent), for the trainer's requirements."""
     out = {}

@@ -34,6 +34,19 @@ def test_cfg_job_prints_the_composed_config(workdir):
     assert "seed: 7" in proc.stdout and "max_steps:" in proc.stdout
 
 
+def test_cfg_job_checks_every_value_as_a_run_would_and_exits_2(workdir):
+    """issue 45: `--cfg job train.optimizer=adamx` printed the config and exited 0: a sweep could not be checked
+    before it ran."""
+    proc = run_evalkit(workdir, "--cfg", "job", "train.optimizer=adamx", "+trainer.options.gradient_acumulation=4")
+    assert proc.returncode == 2 and "optimizer: adamx" in proc.stdout, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "evalkit: invalid config: train.optimizer=adamx is not one of adamw, adam, sgd: did you mean "
+        "train.optimizer=adam?",
+        "evalkit: invalid config: trainer.options.gradient_acumulation is not an option of BaselineAdapter (it would "
+        "be ignored): remove it (it takes no options)"]
+    assert sorted(p.name for p in workdir.iterdir()) == []
+
+
 def test_cfg_with_a_sweep_is_one_line_saying_how_to_see_a_sweeps_settings(workdir):
     proc = run_evalkit(workdir, "--cfg", "hydra", "-m", "seed=0,1")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]

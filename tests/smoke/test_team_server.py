@@ -21,6 +21,8 @@ def test_a_job_records_through_the_server_and_no_secret_reaches_it(team, tmp_pat
     exp = client.get_experiment_by_name("team-smoke")
     (run,) = client.search_runs([exp.experiment_id], f"tags.`{names.ROLE}` = '{names.ROLE_JOB}'")
     assert run.info.status == "FINISHED" and run.data.params["train.max_steps"] == "20"
+    assert run.info.user_id == run.data.tags["mlflow.user"] == "admin"     # the account that logged it (issue 45)
+    assert run.data.tags["mlflow.source.name"] == "evalkit" and run.data.tags["mlflow.source.git.commit"]
     losses = client.get_metric_history(run.info.run_id, "train/loss")
     assert [m.step for m in losses] == list(range(1, 21))              # every step, through the server
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}

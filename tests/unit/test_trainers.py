@@ -123,3 +123,10 @@ def test_an_installed_trainer_has_nothing_missing():
 def test_the_versions_recorded_are_the_requirements_installed_or_not():
     assert trainers.versions(_fake(requirements=["numpy>=1", "no-such-wrapper==1.0"])) == {
         "numpy": __import__("numpy").__version__, "no-such-wrapper": "not installed"}
+
+
+def test_the_cited_release_is_the_wrappers_own_pin():
+    bundled = trainers.bundled_trainers()
+    assert trainers.cited_version(bundled["lightning"]) == "2.6.6"
+    assert trainers.cited_version(bundled["hf_trainer"]) == "5.24.0"      # transformers, not accelerate
+    assert trainers.cited_version(bundled["baseline"]) is None

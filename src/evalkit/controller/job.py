@@ -45,7 +45,7 @@ from evalkit.envs.select import env_problem
 from evalkit.envs.store import EnvUnavailable, ready
 from evalkit.secrets import redact
 from evalkit.spool import read_json
-from evalkit.trainers import not_installed
+from evalkit.trainers import cited_version, not_installed
 
 
 def caliber(cfg: DictConfig) -> str:
@@ -86,6 +86,7 @@ def run_tags(cfg: DictConfig, sweep_id: str | None, role: str = names.ROLE_JOB) 
         names.FINGERPRINT: fingerprint(cfg), names.TRAINER_ENV: cfg.trainer.get("env"),
         names.LAUNCH: launchers.chosen(cfg.trainer.get("launch"), cfg.distributed.world_size, runs_on_cuda(cfg)),
         names.MLFLOW_GIT_COMMIT: git_commit(os.path.dirname(os.path.abspath(__file__))),
+        names.QUICK_START_VERSION: cited_version(cfg.trainer) if cfg.trainer.mode == "defaults" else None,
         **version_tags(cfg),
     }
 
@@ -142,6 +143,7 @@ class Controller:
             self.run_id = adopted
             tracking.set_tags(self.client, adopted, {"mlflow.runName": name, **tags})
         elif self.run_id is None:   # else a try that failed half-way created it: the rest is idempotent
+            tags = {**tracking.source_tags(self.uri, "evalkit"), **tags}   # `mlflow run` set them on an adopted run
             run = self.client.create_run(exp, run_name=name, start_time=int(self.started_wall * 1000),
                                          tags={k: str(v) for k, v in tags.items() if v is not None})
             self.run_id = run.info.run_id

@@ -213,6 +213,7 @@ class SweepCallback(Callback):
             self.experiment_id = self.client.get_run(adopted).info.experiment_id
         else:
             exp = self.experiment_id = tracking.experiment_id(self.client, config.tracking.experiment)
+            tags = {**tracking.source_tags(uri, "evalkit -m"), **tags}
             self.parent_id = self.client.create_run(exp, run_name=f"sweep-{sweep_id}", tags=tags).info.run_id
         os.environ[names.PARENT_RUN_ENV] = self.parent_id
         os.environ[names.SWEEP_ID_ENV] = sweep_id

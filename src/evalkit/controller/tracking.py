@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import getpass
 import http.client
 import json
 import logging
@@ -57,6 +58,20 @@ def display_uri(text: str) -> str:
     """`text` (a URI, or a message quoting one) with the password of every `scheme://user:password@host` masked
     as `user:***@host`: the only form of a URI evalkit prints or records."""
     return mask_url_passwords(str(text), "***")
+
+
+def source_tags(uri: str, command: str) -> dict[str, str]:
+    """Who recorded a run and with what, as MLflow's UI reads them (MlflowClient.create_run sets none, so a run's
+    user read "unknown"): `mlflow.user`, on a tracking server the account evalkit signs in with
+    (MLFLOW_TRACKING_USERNAME, or the URI's user@), else the OS user; `mlflow.source.name`, the evalkit command;
+    `mlflow.source.type`, LOCAL."""
+    parts = urlsplit(uri)
+    user = (os.environ.get("MLFLOW_TRACKING_USERNAME") or (unquote(parts.username) if parts.username else None)) \
+        if is_server(uri) else None
+    if not user:
+        with contextlib.suppress(Exception):   # no login name (a container without a passwd entry)
+            user = getpass.getuser()
+    return {"mlflow.user": user or "unknown", "mlflow.source.name": command, "mlflow.source.type": "LOCAL"}
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:

@@ -97,6 +97,7 @@ class ProbeRun:
             tracking.set_tags(self.client, adopted, {"mlflow.runName": name, **tags})
         else:
             exp = tracking.experiment_id(self.client, cfg.tracking.experiment)
+            tags = {**tracking.source_tags(self.uri, f"evalkit probe={probe.name}"), **tags}
             self.run_id = self.client.create_run(exp, run_name=name, tags={k: str(v) for k, v in tags.items()
                                                                           if v is not None}).info.run_id
         tracking.log_params(self.client, self.run_id, tracking.flatten(
@@ -190,7 +191,7 @@ class ProbeRun:
         # the wrapper's own jobs first: a probe's control arm (the baseline) carries torch's version as its own
         mine = [j for j in jobs if j.tags.get(names.TRAINER) == self.cfg.trainer.name]
         versions = next((j.tags for j in mine + jobs if j.tags.get(names.WRAPPER_VERSION)), {})
-        for key in (names.WRAPPER_VERSION, names.TORCH_VERSION):
+        for key in (names.WRAPPER_VERSION, names.TORCH_VERSION, names.QUICK_START_VERSION):
             tags[key] = versions.get(key)
         tracking.set_tags(client, run_id, tags)
         title = f"{self.probe.name} probe: {trainer_label(self.cfg.trainer)}/{self.cfg.trainer.mode}"

@@ -153,7 +153,24 @@ def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, opti
                                                            why_not or "no final validation values"), "consistency")
     if dims["performance"].status == NOT_RUN:
         dims["performance"] = from_sweep(judge_performance(comps, "" if comps else why_not), "performance")
+    note = version_note(arm)
+    if note:     # defaults mode at another release than the quick start followed: said beside every judged cell
+        dims = {d: r if r.status == NOT_RUN else
+                DimensionResult(r.status, f"{r.figure}; {note}" if r.figure else note, r.reasons)
+                for d, r in dims.items()}
     return Row(arm.key, base.key if base else None, len(arm.jobs), len(arm.finished), dims, comps, divergence)
+
+
+def version_note(arm: Arm) -> str | None:
+    """`quick start of 2.6.6 followed; 2.7.0 installed` for a defaults-mode arm that ran another release of its
+    wrapper than the one whose quick start its adapter follows; None otherwise."""
+    if arm.key.mode != "defaults":
+        return None
+    cited = next((r.tag(names.QUICK_START_VERSION) for r in arm.runs if r.tag(names.QUICK_START_VERSION)), "")
+    installed = next((r.tag(names.WRAPPER_VERSION) for r in arm.runs if r.tag(names.WRAPPER_VERSION)), "")
+    if not cited or not installed or cited == installed:
+        return None
+    return f"quick start of {cited} followed; {installed} installed"
 
 
 SWEEP_SOURCE = "sweep, no probe"

@@ -11,7 +11,8 @@ disk with what the run records, and `evalkit-verdict --record DIR` records it on
 gate when its cell is fail, and also when it is inconclusive or not run if those words are given (only words and
 no dimension: all seven), e.g. `--fail-on inconclusive,not-run` for CI that wants everything judged.
 Exit codes: 0 ok, 2 bad input (one message), 3 a --fail-on dimension failed for a gated wrapper, 4 the
-verdict is printed but could not be recorded (the message names the folder that keeps it).
+verdict is printed but could not be recorded (the message names the folder that keeps it). With --out, a JUnit
+XML file and a Markdown summary for CI are written beside the report (evalkit/verdict/ci_report.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ from evalkit.controller.writable import write_problem
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GATE, EXIT_UNRECORDED = 0, 2, 3, 4
 GATE_WORDS = {"inconclusive": "inconclusive", "not-run": "not run"}   # --fail-on word -> the cell's status
+EXIT_CODES = """exit codes:
+  0  the verdict is printed, recorded, and no --fail-on cell failed
+  2  bad input (one line names it and the fix)
+  3  a --fail-on dimension failed (or was inconclusive / not run, when those words are given) for a gated wrapper
+  4  the verdict is printed but could not be recorded (the message names the folder that keeps it)
+With --out, junit.xml (one test case per wrapper and dimension) and summary.md are written beside the report."""
 
 
 class BadInput(Exception):
@@ -31,7 +38,8 @@ class BadInput(Exception):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="evalkit-verdict", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="evalkit-verdict", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tracking-uri",
                    help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///<cwd>/mlflow.db)")
     p.add_argument("--experiment", default="evalkit", help="experiment name (default: evalkit)")
@@ -89,16 +97,11 @@ def _margins(items: list[str]) -> dict[str, float]:
 
 def options_from(args):
     from evalkit.verdict.build import VerdictOptions
-    from evalkit.verdict.dimensions import DIMENSIONS
     from evalkit.verdict.scenarios import ScenarioError, load_scenarios
 
-    if args.fail_on is not None and not _split(args.fail_on):
-        raise BadInput(f"--fail-on: empty ({args.fail_on!r}) would gate nothing; name dimensions "
-                       f"({', '.join(DIMENSIONS)}) and/or {' and '.join(GATE_WORDS)}, or leave the flag out")
-    unknown = set(_split(args.fail_on or "")) - set(DIMENSIONS) - set(GATE_WORDS)
-    if unknown:
-        raise BadInput(f"--fail-on: unknown dimension(s) {sorted(unknown)}; choose from {', '.join(DIMENSIONS)}, "
-                       f"and optionally {' and '.join(GATE_WORDS)}")
+    problem = fail_on_problem(args.fail_on)
+    if problem:
+        raise BadInput(problem)
     if not 0 < args.alpha < 0.5:
         raise BadInput(f"--alpha must lie in (0, 0.5), got {args.alpha}")
     try:
@@ -110,6 +113,39 @@ def options_from(args):
     return VerdictOptions(alpha=args.alpha, margins=_margins(args.margin), throughput_min=args.throughput_min,
                           memory_max=args.memory_max, min_seeds=args.min_seeds, scenario=args.scenario,
                           scenarios=scenarios, references=list(args.reference))
+
+
+def fail_on_problem(text: str | None) -> str | None:
+    """What is wrong with a --fail-on value (evalkit-eval checks it before training), or None."""
+    from evalkit.verdict.dimensions import DIMENSIONS
+
+    if text is not None and not _split(text):
+        return (f"--fail-on: empty ({text!r}) would gate nothing; name dimensions ({', '.join(DIMENSIONS)}) and/or "
+                f"{' and '.join(GATE_WORDS)}, or leave the flag out")
+    unknown = set(_split(text or "")) - set(DIMENSIONS) - set(GATE_WORDS)
+    if unknown:
+        return (f"--fail-on: unknown dimension(s) {sorted(unknown)}; choose from {', '.join(DIMENSIONS)}, and "
+                f"optionally {' and '.join(GATE_WORDS)}")
+    return None
+
+
+def write_ci_files(folder: Path | None, verdict, failures: list[str], fail_on: list[str]) -> None:
+    """junit.xml and summary.md beside the report; the summary also onto a GitHub job's summary page."""
+    import os
+
+    from evalkit.verdict.ci_report import JUNIT_FILE, SUMMARY_FILE, junit_xml, markdown_summary
+
+    report = str(folder / "verdict.html") if folder else None
+    summary = markdown_summary(verdict, failures, fail_on, report)
+    if folder:
+        (folder / JUNIT_FILE).write_text(junit_xml(verdict, {GATE_WORDS[w] for w in fail_on if w in GATE_WORDS}),
+                                         encoding="utf-8")
+        (folder / SUMMARY_FILE).write_text(summary, encoding="utf-8")
+        print(f"CI files written: {folder / JUNIT_FILE}, {folder / SUMMARY_FILE}", file=sys.stderr)
+    page = os.environ.get("GITHUB_STEP_SUMMARY")
+    if page:
+        with open(page, "a", encoding="utf-8") as fh:
+            fh.write(summary)
 
 
 def gate(verdict, fail_on: list[str], wrappers: list[str]) -> list[str]:
@@ -166,8 +202,9 @@ def run(args) -> int:
         if args.out:
             files.write(args.out)
             print(f"report written to {args.out}/verdict.html", file=sys.stderr)
-        if not args.no_log and not publish(client, uri, verdict_record(verdict, inputs, exp_id), files, args):
-            return EXIT_UNRECORDED
+    write_ci_files(args.out, verdict, failures, _split(args.fail_on or ""))
+    if not args.no_log and not publish(client, uri, verdict_record(verdict, inputs, exp_id), files, args):
+        return EXIT_UNRECORDED
     if failures:
         print("\nCI gate failed (--fail-on):\n" + "\n".join(f"  - {f}" for f in failures), file=sys.stderr)
         return EXIT_GATE
@@ -250,5 +287,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
 
 
+def split_mlflow_args(argv: list[str]) -> list[str]:
+    """`mlflow run -e <entry> -P args="--a 1 --b"` passes its arguments as ONE (MLproject): split it as a shell
+    would; arguments given one by one are kept as they are."""
+    import shlex
+
+    if len(argv) == 1:
+        return shlex.split(argv[0])
+    return argv
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(split_mlflow_args(sys.argv[1:])))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -84,11 +85,18 @@ def verdict_record(verdict: Verdict, inputs: dict, experiment_id: str) -> Verdic
 def log_verdict_run(client, record: VerdictRecord, folder: Path) -> str:
     """A FINISHED run tagged `evalkit.role=verdict` holding the report files of `folder` as artifacts (the run
     a failed attempt created, when `record` names one)."""
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param, RunTag
 
-    if record.run_id is None:
-        record.run_id = client.create_run(record.experiment_id, tags=record.tags,
-                                          run_name=record.run_name).info.run_id
+    adopted = os.environ.pop("MLFLOW_RUN_ID", None) if record.run_id is None else None
+    if adopted:      # `mlflow run -e verdict` created the run: the verdict records into it
+        record.run_id = adopted
+        client.log_batch(adopted, tags=[RunTag(k, str(v)) for k, v in
+                                        {"mlflow.runName": record.run_name, **record.tags}.items() if v is not None])
+    elif record.run_id is None:
+        from evalkit.controller.tracking import source_tags
+
+        tags = {**source_tags(client.tracking_uri, "evalkit-verdict"), **record.tags}
+        record.run_id = client.create_run(record.experiment_id, tags=tags, run_name=record.run_name).info.run_id
     run_id = record.run_id
     now = int(time.time() * 1000)
     try:

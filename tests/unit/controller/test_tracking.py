@@ -106,3 +106,18 @@ def test_hydra_launcher_log_masks_the_password_and_secret_values(caplog):
 
 
 # --- item 13 ------------------------------------------------------------------------------------------------
+
+
+def test_a_run_is_recorded_as_the_account_that_logs_it_with_its_source(monkeypatch):
+    """MlflowClient.create_run sets no user: every run read "unknown" on a team's server (issue 45)."""
+    import getpass
+
+    from evalkit.controller.tracking import source_tags
+
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    assert source_tags("sqlite:////tmp/x/mlflow.db", "evalkit") == {
+        "mlflow.user": getpass.getuser(), "mlflow.source.name": "evalkit", "mlflow.source.type": "LOCAL"}
+    assert source_tags("http://carol:pw@mlflow.example.com", "evalkit -m")["mlflow.user"] == "carol"
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "dana")
+    assert source_tags("https://mlflow.example.com", "evalkit-verdict")["mlflow.user"] == "dana"
+    assert source_tags("sqlite:///mlflow.db", "evalkit")["mlflow.user"] == getpass.getuser()   # no server account

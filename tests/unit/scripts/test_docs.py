@@ -32,7 +32,7 @@ def test_files_shown_before_they_exist_are_still_missing():
 @pytest.fixture
 def checkout(tmp_path):
     """A copy of what the documents are generated from and checked against."""
-    for part in ("README.md", "pyproject.toml", ".ci", "docs", "src/evalkit/names.py"):
+    for part in ("README.md", "pyproject.toml", "constraints.txt", ".ci", "docs", "src/evalkit/names.py"):
         source, dest = REPO / part, tmp_path / part
         dest.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if source.is_dir() else shutil.copy)(source, dest)
