@@ -96,10 +96,13 @@ def safe_load(path: str) -> dict:
                                     "after it was written); delete it and resume from an earlier one, or start "
                                     "without resume_from")
     if os.path.isfile(path) and not written_by_torch_save(path):
-        raise CorruptCheckpoint(
-            f"{path} is not a checkpoint (not a file torch.save writes): point resume_from at a checkpoint an "
-            "earlier run wrote (a step_*.pt file, or the checkpoints/ directory of its run: its "
-            "evalkit.checkpoint_dir tag)")
+        if not _CHECKPOINT_NAME.search(os.path.basename(path)):    # never a checkpoint: nothing to delete
+            raise CorruptCheckpoint(
+                f"{path} is not a checkpoint (not a file torch.save writes): point resume_from at a checkpoint an "
+                "earlier run wrote (a step_*.pt file, or the checkpoints/ directory of its run: its "
+                "evalkit.checkpoint_dir tag)")
+        raise CorruptCheckpoint(f"checkpoint {path} cannot be read (not in the format torch.save writes: damaged); "
+                                "delete it and resume from an earlier one, or start without resume_from")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - every reader error means the same thing to the user
@@ -117,6 +120,7 @@ def written_by_torch_save(path: str) -> bool:
 
 
 _STEP = re.compile(r"step_(\d+)")
+_CHECKPOINT_NAME = re.compile(r"(?:step|checkpoint)[_-]?\d+")   # how every adapter names its checkpoints
 
 
 def latest_checkpoint(path: str, pattern: str = "step_*.pt") -> str:

@@ -55,5 +55,10 @@ def test_a_file_that_was_never_a_checkpoint_is_named_so_without_advising_its_del
     assert str(caught.value).startswith(f"{notes} is not a checkpoint (not a file torch.save writes): point "
                                         "resume_from at a checkpoint an earlier run wrote")
     assert "delete" not in str(caught.value) and notes.exists()
+    damaged = tmp_path / "step_00000005.pt"                     # named as a checkpoint: a damaged one
+    damaged.write_bytes(b"not a checkpoint")
+    with pytest.raises(CorruptCheckpoint, match=r"cannot be read \(not in the format torch.save writes: damaged\); "
+                                                 "delete it and resume from an earlier one"):
+        safe_load(str(damaged))
     atomic_save({"step": 3}, str(tmp_path / "step_00000003.pt"))
     assert safe_load(str(tmp_path / "step_00000003.pt")) == {"step": 3}

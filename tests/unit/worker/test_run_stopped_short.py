@@ -20,6 +20,10 @@ def test_a_full_run_a_declared_stop_and_skipped_steps_are_not_short():
     assert stopped_short({**FRESH, "last_step": 3, "ended_by": "its stop callback"}, 6) is None
     assert stopped_short({**FRESH, "last_step": 4, "skipped_steps": 2}, 6) is None   # the GradScaler skipped two
     assert stopped_short({**FRESH, "last_step": 4, "skipped_steps": 1}, 6) is not None
+    # micro-batches computed but no optimizer step seen: steps applied by hand (no torch.optim hook fires), not
+    # "nothing trained"; the semantic probe answers inconclusive for it (tests/planted/silent_loop.py)
+    assert stopped_short({**FRESH, "last_step": 0, "observed_dtypes": {"float32": 12}}, 6) is None
+    assert stopped_short({**FRESH, "last_step": 0, "observed_dtypes": {}}, 6) is not None
 
 
 def test_the_failure_line_is_the_reason_itself_and_a_sys_exit_names_the_step():

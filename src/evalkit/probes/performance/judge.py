@@ -186,6 +186,11 @@ def _headline(est: Estimate, budget: float, memory: Memory) -> str:
     line += f", budget {100 * budget:g}%, {est.rounds} rounds"
     if memory.call == "outside":
         line += f", training memory {memory.wrapper_mib - memory.baseline_mib:+.1f} MiB @d{memory.depth}"
+    elif memory.call == "undecided":     # the cell is inconclusive on memory alone where the time is decided
+        line += (f", training memory {memory.wrapper_mib - memory.baseline_mib:+.1f} MiB @d{memory.depth} undecided "
+                 f"(budget +{memory.budget_mib:.1f} MiB, noise {MEMORY_NOISE_MIB:g} MiB)")
+    elif memory.call == "unmeasured":
+        line += ", training memory not measured"
     return line
 
 
