@@ -208,7 +208,7 @@ def pytest_sessionstart(session):
 def pytest_runtest_logreport(report):
     if os.environ.get("PYTEST_XDIST_WORKER") or "id" not in _run:
         return
-    if report.when == "call" or (report.when != "call" and report.outcome != "passed"):
+    if report.when == "call" or report.outcome != "passed" or report.duration > 1.0:   # a slow fixture's setup too
         _run["reports"].append({"run": _run["id"], "test": report.nodeid, "phase": report.when,
                                 "outcome": report.outcome, "seconds": round(report.duration, 3)})
 
@@ -224,7 +224,7 @@ def pytest_terminal_summary(terminalreporter):
     write = terminalreporter.write_line
     write(f"slowest tests of this run (all runs: {DURATIONS.relative_to(TESTS.parent)}):")
     for r in sorted(reports, key=lambda r: -r["seconds"])[:10]:
-        write(f"  {r['seconds']:8.1f} s  {r['test']}")
+        write(f"  {r['seconds']:8.1f} s  {r['test']}{'' if r['phase'] == 'call' else ' (' + r['phase'] + ')'}")
     flaky = flaky_tests(DURATIONS)
     if flaky:
         more = f" and {len(flaky) - 10} more" if len(flaky) > 10 else ""

@@ -183,11 +183,11 @@ EXIT_CODES = """exit codes:
   130  interrupted (Ctrl-C): what ran is recorded
 The report goes to --out (verdict.html, verdict.md, verdict.json), with junit.xml and summary.md for CI (docs/ci.md)."""
 # Wall time on a 2-core machine like the one evalkit is developed on; an estimate, not a promise: the sweep's own
-# progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-05 08:18 (6 min 18 s,
-# every sweep in one process, workers forked from warm servers; issue 30): the training sweep's seconds per job, each
-# sweep's start (Hydra composing it; evalkit's own start is paid once) and the verdict. A probe's seconds per job are
-# its preset's (`ProbePlan.job_s`, beside the probe).
-TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 2.4, 1.0, 8.0
+# progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-06 16:41 (12 min 26 s,
+# every sweep in one process, workers forked from warm servers; issue 30; the performance probe in both modes): the
+# training sweep's seconds per job, each sweep's start (Hydra composing it; evalkit's own start is paid once) and the
+# verdict. A probe's seconds per job are its preset's (`ProbePlan.job_s`, beside the probe), measured in that run.
+TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 3.4, 1.0, 20.0
 
 
 def probe_jobs(preset: Preset, probes: list[str], wrappers: int) -> dict[str, tuple[int, int]]:

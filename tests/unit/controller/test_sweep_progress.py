@@ -41,17 +41,19 @@ def test_progress_counts_failures_and_estimates_the_time_left():
 def test_the_quick_evaluation_states_its_plan():
     # per probe its preset's seconds per job (beside the probe), each sweep its start, measured (quick.py)
     assert plan_text(12, {"semantics": (10, 40), "performance": (5, 30)}, QUICK) == (
-        "12 training jobs (~30 s), semantics 10 runs / 40 jobs (~27 s), performance 5 runs / 30 jobs (~97 s), "
-        "then the verdict: about 3 min in all")
-    assert plan_text(6, {}, QUICK) == "6 training jobs (~15 s), then the verdict: about 23 s in all"
-    # the quick evaluation of issue 30's measurement, six wrappers: 7 min 10 s measured, each probe within 2 s
-    assert plan_text(21, {"semantics": (12, 72), "performance": (6, 36), "consistency": (6, 24),
+        "12 training jobs (~42 s), semantics 10 runs / 40 jobs (~37 s), performance 5 runs / 30 jobs (~2 min), "
+        "then the verdict: about 4 min in all")
+    assert plan_text(6, {}, QUICK) == "6 training jobs (~21 s), then the verdict: about 41 s in all"
+    # the quick evaluation of 2026-12-06 16:41, six wrappers, performance and semantics in both modes: 12 min 26 s
+    # measured (training 72 s, semantics 86, performance 328, consistency 19, functional 28, stability 63,
+    # customization 12, maintenance 124)
+    assert plan_text(21, {"semantics": (12, 96), "performance": (12, 72), "consistency": (6, 24),
                           "functional": (6, 42), "stability": (6, 78), "customization": (6, 12),
                           "maintenance": (6, 18)}, QUICK) == (
-        "21 training jobs (~51 s), semantics 12 runs / 72 jobs (~47 s), performance 6 runs / 36 jobs (~116 s), "
-        "consistency 6 runs / 24 jobs (~19 s), functional 6 runs / 42 jobs (~25 s), stability 6 runs / 78 jobs "
-        "(~52 s), customization 6 runs / 12 jobs (~11 s), maintenance 6 runs / 18 jobs (~98 s), then the verdict: "
-        "about 7 min in all")
+        "21 training jobs (~72 s), semantics 12 runs / 96 jobs (~87 s), performance 12 runs / 72 jobs (~6 min), "
+        "consistency 6 runs / 24 jobs (~20 s), functional 6 runs / 42 jobs (~29 s), stability 6 runs / 78 jobs "
+        "(~63 s), customization 6 runs / 12 jobs (~13 s), maintenance 6 runs / 18 jobs (~2 min), then the verdict: "
+        "about 13 min in all")
 
 
 def test_each_preset_plans_every_probe_with_its_own_settings():

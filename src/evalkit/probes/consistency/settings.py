@@ -31,6 +31,6 @@ class ConsistencyProbeConfig(ProbeConfig):
 PRESETS = {
     # Step by step and two paired seeds, aligned mode: in defaults mode the wrapper computes something else by
     # design (the semantic probe names what), and two seeds cannot size that difference.
-    "quick": ProbePlan(["probe.seeds=2"], ("aligned",), jobs_per_run=4, job_s=0.75),
-    "thorough": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40, job_s=0.75),
+    "quick": ProbePlan(["probe.seeds=2"], ("aligned",), jobs_per_run=4, job_s=0.8),
+    "thorough": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40, job_s=0.8),
 }

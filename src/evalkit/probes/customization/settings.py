@@ -31,6 +31,6 @@ class CustomizationProbeConfig(ProbeConfig):
 
 
 PRESETS = {   # two customized runs each
-    "quick": ProbePlan([], ("aligned",), jobs_per_run=2, job_s=0.85),
-    "thorough": ProbePlan([], jobs_per_run=2, job_s=0.85),
+    "quick": ProbePlan([], ("aligned",), jobs_per_run=2, job_s=1.0),
+    "thorough": ProbePlan([], jobs_per_run=2, job_s=1.0),
 }

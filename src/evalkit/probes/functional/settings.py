@@ -15,6 +15,6 @@ class FunctionalProbeConfig(ProbeConfig):
 
 PRESETS = {
     # Aligned mode: what works at the settings that match the baseline's.
-    "quick": ProbePlan([], ("aligned",), jobs_per_run=7, job_s=0.57),
-    "thorough": ProbePlan([], jobs_per_run=7, job_s=0.57),
+    "quick": ProbePlan([], ("aligned",), jobs_per_run=7, job_s=0.67),
+    "thorough": ProbePlan([], jobs_per_run=7, job_s=0.67),
 }

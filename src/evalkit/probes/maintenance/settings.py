@@ -42,6 +42,6 @@ class MaintenanceProbeConfig(ProbeConfig):
 
 
 PRESETS = {   # the environment's figures once per wrapper (imports timed in 3 fresh processes): not per mode
-    "quick": ProbePlan(["probe.maintenance.import_repeats=3"], ("aligned",), jobs_per_run=3, job_s=5.4),
-    "thorough": ProbePlan([], ("aligned",), jobs_per_run=4, job_s=5.4),
+    "quick": ProbePlan(["probe.maintenance.import_repeats=3"], ("aligned",), jobs_per_run=3, job_s=6.9),
+    "thorough": ProbePlan([], ("aligned",), jobs_per_run=4, job_s=6.9),
 }

@@ -44,6 +44,6 @@ PRESETS = {
     # rounds stopped at 12 s when undecided, in both modes: aligned (the wrapper's own cost, its loggers off as in
     # your loop) and defaults (what its quick start costs, loggers and progress bars as it leaves them; issue 44).
     "quick": ProbePlan(["probe.performance.depths=[2,32]", "probe.performance.time_limit_s=12"],
-                       jobs_per_run=6, job_s=3.2),
-    "thorough": ProbePlan(["probe.performance.time_limit_s=60"], jobs_per_run=6, job_s=3.2),
+                       jobs_per_run=6, job_s=4.6),
+    "thorough": ProbePlan(["probe.performance.time_limit_s=60"], jobs_per_run=6, job_s=4.6),
 }

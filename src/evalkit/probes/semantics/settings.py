@@ -38,6 +38,6 @@ class SemanticsProbeConfig(ProbeConfig):
 
 
 PRESETS = {   # per world size 1, 2: no clip, clip; AdamW; short epoch; tokens at world sizes 1 and 2
-    "quick": ProbePlan([], jobs_per_run=8, job_s=0.64),
-    "thorough": ProbePlan([], jobs_per_run=8, job_s=0.64),
+    "quick": ProbePlan([], jobs_per_run=8, job_s=0.9),
+    "thorough": ProbePlan([], jobs_per_run=8, job_s=0.9),
 }

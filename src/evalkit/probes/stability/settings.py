@@ -35,6 +35,6 @@ class StabilityProbeConfig(ProbeConfig):
 PRESETS = {
     # Aligned mode: what survives a kill at the settings that match the baseline's; world size 2 and the long run
     # (3,000 steps, memory and log growth sampled 100 times) are the thorough preset's.
-    "quick": ProbePlan(["probe.world_sizes=[1]"], ("aligned",), jobs_per_run=13, job_s=0.65),
-    "thorough": ProbePlan(["probe.long_steps=3000"], jobs_per_run=18, job_s=0.65),
+    "quick": ProbePlan(["probe.world_sizes=[1]"], ("aligned",), jobs_per_run=13, job_s=0.8),
+    "thorough": ProbePlan(["probe.long_steps=3000"], jobs_per_run=18, job_s=0.8),
 }
