@@ -3,6 +3,9 @@ import os
 import sys
 
 if __name__ == "__main__":
+    from evalkit.worker import working_directory_last
+
+    working_directory_last()
     # A timed job's worker runs on the CPUs the controller chose, from before torch creates its threads.
     if os.environ.get("EVALKIT_CPUS") and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {int(c) for c in os.environ["EVALKIT_CPUS"].split(",")})

@@ -34,6 +34,7 @@ import time
 import traceback
 
 from evalkit import names
+from evalkit.worker import working_directory_last
 
 
 def rewrite_proc(field: int, items: list[str]) -> bool:
@@ -206,6 +207,7 @@ def serve(target: str, wrapper_modules: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    working_directory_last()                    # before the server imports any adapter (evalkit.worker)
     code = serve(sys.argv[1], sys.argv[3:])     # sys.argv[2]: the padding (names.PROC_ROOM)
     sys.__stdout__.flush()
     # Nothing of the server's needs tearing down: skip the interpreter's teardown of torch and the wrapper (up to
