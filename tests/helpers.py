@@ -286,6 +286,16 @@ def worker_pids(marker: str) -> list[int]:
     return found
 
 
+def wait_for_no_workers(marker: str, timeout: float, what: str = "a worker outlived its controller") -> None:
+    """Wait until no evalkit worker whose command line names `marker` is alive; fail with `what` after `timeout`."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while worker_pids(marker):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
 # ------------------------------------------------------------------ planted semantics and their recorded evidence
 # The semantic probe's planted wrong variants (tests/planted/planted_loop.py), each with the finding it must raise.
 # scripts/record_probe_fixtures.py records the evidence of every one (tests/fixtures/semantics/planted/), the unit

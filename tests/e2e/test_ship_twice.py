@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from helpers import EVALKIT, SWEEP_WITH_A_JOB_LEFT_WAITING, job_runs, run_evalkit, store_uri, worker_pids
+from helpers import EVALKIT, SWEEP_WITH_A_JOB_LEFT_WAITING, job_runs, run_evalkit, store_uri, wait_for_no_workers
 
 from evalkit import names
 
@@ -90,10 +90,7 @@ def test_a_job_whose_controller_was_killed_is_recorded_once_with_its_own_end(wor
     _wait_for_steps(spool, 5, proc)
     proc.kill()
     proc.communicate(timeout=60)
-    deadline = time.monotonic() + 20
-    while worker_pids(str(workdir / "run")):
-        assert time.monotonic() < deadline, "the worker outlived its controller"
-        time.sleep(0.2)
+    wait_for_no_workers(str(workdir / "run"), 20)
     last_write = max(p.stat().st_mtime for p in (workdir / "run" / "spool").iterdir())
     time.sleep(2)
     first, _ = _twice(workdir, workdir / "run")

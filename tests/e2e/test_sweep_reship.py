@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import EVALKIT, SWEEP_WITH_A_JOB_LEFT_WAITING, job_runs, store_uri, worker_pids
+from helpers import EVALKIT, SWEEP_WITH_A_JOB_LEFT_WAITING, job_runs, store_uri, wait_for_no_workers, worker_pids
 
 from evalkit import names
 
@@ -127,10 +127,7 @@ def test_a_killed_sweep_is_refused_while_it_runs_then_ended_killed_with_its_jobs
 
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
-    deadline = time.monotonic() + 30
-    while worker_pids(str(workdir)):
-        assert time.monotonic() < deadline, "a worker outlived its sweep"
-        time.sleep(0.2)
+    wait_for_no_workers(str(workdir), 30, "a worker outlived its sweep")
     steps = spool.read_text().count('"kind":"step"')
     _, parent, (job,) = _sweep_and_jobs(workdir)
     assert parent.info.status == "RUNNING" and job.info.status == "RUNNING"
