@@ -89,8 +89,14 @@ def parse_micro(text: str) -> list[dict[str, Any]]:
     return rows
 
 
+PARAMS_FIELD_LIMIT = 2**31 - 1   # characters in one field: a row holds every parameter (csv's default: 131,072)
+
+
 def parse_params(text: str, column: str = "values") -> dict[int, np.ndarray]:
-    """step -> the parameters (`values`) or the buffers (`buffers`: only the steps and files that hold them)."""
+    """step -> the parameters (`values`) or the buffers (`buffers`: only the steps and files that hold them). A row
+    holds a whole model's values (a 177k-parameter ResNet-18: 2 MB), past csv's default field limit."""
+    if csv.field_size_limit() < PARAMS_FIELD_LIMIT:
+        csv.field_size_limit(PARAMS_FIELD_LIMIT)
     return {int(row["step"]): np.array(row[column].split(), dtype=np.float64)
             for row in csv.DictReader(io.StringIO(text)) if row.get(column)}
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 from torch import nn
-from torch.utils.data import TensorDataset
+from torch.utils.data import Dataset, TensorDataset
 
 from evalkit.tasks.finalizers import FINALIZERS
 
@@ -49,6 +49,25 @@ class Task:
     # is its token mean: the sum of its token losses over its token count, not the mean of its micro-batch means).
     # None: a fixed number of terms per sample, where the two are equal (dividing by the window's size).
     loss_terms: Callable[[torch.Tensor], int] | None = None
+
+    def __post_init__(self) -> None:
+        self.train_set, self.val_set = as_tensors(self.train_set, "train_set"), as_tensors(self.val_set, "val_set")
+
+
+def as_tensors(data: Dataset, which: str) -> TensorDataset:
+    """A map-style Dataset of `(x, y)` tensor pairs as one TensorDataset (its samples stacked once, in index order):
+    evalkit's observers find a sample by its index (sample ids, validation targets, the semantic oracle), and the
+    records describe each split by its tensors. A TensorDataset is kept as it is."""
+    if isinstance(data, TensorDataset):
+        return data
+    try:
+        xs, ys = zip(*(data[i] for i in range(len(data))))
+        return TensorDataset(torch.stack([torch.as_tensor(x) for x in xs]),
+                             torch.stack([torch.as_tensor(y) for y in ys]))
+    except Exception as exc:  # noqa: BLE001 - any failure means the same fix
+        raise TypeError(f"the task's {which} ({type(data).__name__}) is not a map-style Dataset of (input, target) "
+                        f"tensor pairs of one shape each ({type(exc).__name__}: {exc}): return a TensorDataset, or a "
+                        "Dataset whose __getitem__(i) returns (x, y) tensors (docs/tasks.md)") from exc
 
 
 def _generator(seed: int, stream: int) -> torch.Generator:
@@ -170,12 +189,11 @@ class TinyDecoder(nn.Module):
         return self.head(self.norm(h))
 
 
-def tiny_lm(seed: int, *, n_train: int, n_val: int, vocab_size: int, seq_len: int, hidden: int, depth: int,
-            n_heads: int) -> Task:
-    """Sequences from a random first-order Markov chain, lengths uniform in [seq_len/4, seq_len],
-    right-padded with PAD_TOKEN, whose pad targets are IGNORE_INDEX: micro-batches hold different numbers of target
-    tokens (`Task.loss_terms`), and the loss is the token mean over a micro-batch's non-pad targets. Metric:
-    perplexity over non-pad tokens (lower is better)."""
+def markov_tokens(seed: int, n_train: int, n_val: int, vocab_size: int, seq_len: int
+                  ) -> tuple[TensorDataset, TensorDataset]:
+    """Train and validation token sequences from a random first-order Markov chain, lengths uniform in
+    [seq_len/4, seq_len], right-padded with PAD_TOKEN, whose pad targets are IGNORE_INDEX (tiny_lm's data, and
+    hf_causal_lm's)."""
     g = _generator(seed, 1)
     logits = torch.randn(vocab_size, vocab_size, generator=g) * 3.0
     logits[:, PAD_TOKEN] = -float("inf")
@@ -193,8 +211,20 @@ def tiny_lm(seed: int, *, n_train: int, n_val: int, vocab_size: int, seq_len: in
         y[y == PAD_TOKEN] = IGNORE_INDEX
         return TensorDataset(x, y)
 
+    return split(n_train, 2), split(n_val, 3)
+
+
+def perplexity() -> Metric:
+    """Perplexity over the non-pad target tokens (lower is better)."""
+    return Metric("perplexity", False, _nll_stats, finalize="exp", scale="relative")
+
+
+def tiny_lm(seed: int, *, n_train: int, n_val: int, vocab_size: int, seq_len: int, hidden: int, depth: int,
+            n_heads: int) -> Task:
+    """Token sequences from `markov_tokens`: micro-batches hold different numbers of target tokens
+    (`Task.loss_terms`), and the loss is the token mean over a micro-batch's non-pad targets. Metric: perplexity over
+    non-pad tokens (lower is better)."""
+    train, val = markov_tokens(seed, n_train, n_val, vocab_size, seq_len)
     torch.manual_seed(seed)
     model = TinyDecoder(vocab_size, seq_len, hidden, depth, n_heads)
-    return Task("tiny_lm", model, split(n_train, 2), split(n_val, 3),
-                TokenLoss(), Metric("perplexity", False, _nll_stats, finalize="exp", scale="relative"),
-                loss_terms=count_tokens)
+    return Task("tiny_lm", model, train, val, TokenLoss(), perplexity(), loss_terms=count_tokens)

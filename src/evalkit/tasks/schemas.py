@@ -67,13 +67,36 @@ class TinyLmTask(TaskConfig):                # evalkit.tasks.catalog.tiny_lm
 
 
 @dataclass
+class Resnet18Task(TaskConfig):              # evalkit.tasks.architectures.resnet18
+    n_train: int = MISSING
+    n_val: int = MISSING
+    image_size: int = MISSING
+    channels: int = MISSING
+    width: int = MISSING             # the first stage's channels (torchvision's ResNet-18: 64)
+    classes: int = MISSING
+    noise: float = MISSING
+
+
+@dataclass
+class HfCausalLmTask(TaskConfig):            # evalkit.tasks.architectures.hf_causal_lm
+    n_train: int = MISSING
+    n_val: int = MISSING
+    vocab_size: int = MISSING
+    seq_len: int = MISSING
+    hidden: int = MISSING
+    depth: int = MISSING
+    n_heads: int = MISSING
+
+
+@dataclass
 class ThirdPartyTask(TaskConfig):
     extra: dict[str, Any] = field(default_factory=dict)   # the builder's keyword arguments, any names
 
 
 # The bundled tasks' schemas by task name; each `conf/task/<name>.yaml` lists `/<name>_schema@_here_` (config.py).
 BUNDLED: dict[str, type[TaskConfig]] = {"mlp_regression": MlpRegressionTask,
-                                        "cnn_classification": CnnClassificationTask, "tiny_lm": TinyLmTask}
+                                        "cnn_classification": CnnClassificationTask, "tiny_lm": TinyLmTask,
+                                        "resnet18": Resnet18Task, "hf_causal_lm": HfCausalLmTask}
 COMMON = tuple(f.name for f in dataclasses.fields(TaskConfig))   # the fields that are not builder arguments
 
 

@@ -31,17 +31,46 @@ def compose():
     return make
 
 
-def test_a_probe_job_trains_the_probes_task_whatever_the_command_line_asked(compose):
-    cfg = compose("probe=semantics", "trainer=baseline", "task=tiny_lm", "precision=bf16_mixed", "seed=7")
+def test_a_probe_job_trains_the_probes_caliber_task_when_the_config_names_the_calibers_task(compose):
+    cfg = compose("probe=semantics", "trainer=baseline", "task.hidden=512", "precision=bf16_mixed", "seed=7")
     probe = load_probe("semantics")
     child = probe_job_config(cfg, probe, PlannedJob("ws2-noclip", {**TRUTH_CALIBER, "distributed.world_size": 2,
                                                                   "distributed.name": "ddp", "seed": 7}))
     assert validate(child) == []
-    assert child.task.name == "mlp_regression" and child.task.n_train == 41 and "vocab_size" not in child.task
+    assert child.task.name == "mlp_regression" and child.task.n_train == 41 and child.task.hidden == 16
     assert child.precision.name == "fp32" and child.precision.autocast_dtype is None
     assert child.distributed.world_size == 2 and child.probe.name == "none"
     assert child.run_name == "semantics-baseline-aligned-ws2-noclip"
-    assert cfg.task.name == "tiny_lm"      # the probe's own config is left as it was
+    assert cfg.task.hidden == 512 and cfg.precision.name == "bf16_mixed"     # the probe's own config is left as it was
+
+
+def test_on_a_teams_task_a_probe_job_trains_it_with_the_calibers_training_and_data_sizes(compose):
+    cfg = compose("probe=semantics", "trainer=baseline", "task=tiny_lm", "task.hidden=24", "seed=7")
+    probe = load_probe("semantics")
+    jobs, notes = probe.plan(cfg, {})
+    child = probe_job_config(cfg, probe, next(j for j in jobs if j.name == "ws1-noclip"))
+    assert validate(child) == [] and notes == []
+    assert child.task.name == "tiny_lm" and child.task.hidden == 24 and child.task.vocab_size == 64
+    assert child.task.n_train == 41 and child.task.n_val == 19 and child.train.grad_accum == 3
+    assert probe.task(cfg) == "tiny_lm"
+
+
+def test_a_third_party_task_gets_the_data_sizes_it_takes_and_a_note_for_those_it_does_not(compose):
+    cfg = compose("probe=stability", "trainer=baseline", "task=third_party", "task.name=mine",
+                  "task._target_=evalkit.tasks.architectures.resnet18", "+task.extra.n_train=100",
+                  "+task.extra.n_val=10", "+task.extra.image_size=8", "+task.extra.channels=1", "+task.extra.width=4",
+                  "+task.extra.classes=3", "+task.extra.noise=1.0")
+    probe = load_probe("stability")
+    jobs, _ = probe.plan(cfg, {})
+    by_name = {j.name: probe_job_config(cfg, probe, j) for j in jobs}
+    assert validate(by_name["reference"]) == []
+    assert by_name["reference"].task.extra.n_train == 320 and by_name["reference"].task.extra.width == 4
+    assert by_name["other-model"].task.extra.width == 8     # twice as wide: its checkpoint fits no reference model
+    cfg = compose("probe=stability", "trainer=baseline", "task=third_party", "task.name=mine",
+                  "task._target_=logging.basicConfig")
+    jobs, notes = probe.plan(cfg, {})
+    assert "other-model" not in {j.name for j in jobs} and any("other-model not run" in n for n in notes)
+    assert any("takes no n_train argument" in n for n in notes)
 
 
 def test_probe_settings_are_checked_before_anything_runs(compose):

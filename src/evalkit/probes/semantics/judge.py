@@ -15,6 +15,8 @@ inconclusive, never pass. A finding still fails the probe whatever is missing (f
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from evalkit.effective import EffectiveConfig
@@ -38,6 +40,7 @@ from evalkit.probes.semantics.oracle import (
     expected_lr,
     expected_windows,
     observed_steps,
+    rounding_level,
 )
 from evalkit.probes.semantics.plan import job_name
 from evalkit.probes.semantics.update_rule import UpdateRule, asked_rule, observed_rule
@@ -283,6 +286,7 @@ def _judge_steps(job: JobEvidence, cal: Caliber, notes: list[str], series: dict,
         missing.setdefault("a replayable optimizer", []).extend(range(1, cal.max_steps + 1))
         return _with_wrapper_settings(job, found)
     steps = _replayable(rule, observed_steps(job, oracle, notes, missing=missing), missing)
+    rule, steps = _rounding_level_set_aside(job, rule, steps, oracle, notes)
     updates = check_update(job.name, steps, cal, declared, rule)
     for keep in ("first", "last") if extra and updates else ():     # the window among the extra forwards
         kept = _replayable(rule, observed_steps(job, oracle, keep=keep), {})
@@ -306,7 +310,7 @@ def _update_rule(job: JobEvidence, oracle: GradientOracle, notes: list[str]) -> 
     (runs recorded before it existed) the run's own recipe. None when its class is not one the oracle replays."""
     size = oracle.theta0.size
     if not job.optimizer:
-        return asked_rule(job.config, size)
+        return _frozen_kept(asked_rule(job.config, size), oracle, job, notes)
     if len(job.optimizer) > 1:
         notes.append(f"{job.name}: the optimizer changed during the run (records at steps "
                      f"{[r.get('step') for r in job.optimizer]}); updates replayed with the first")
@@ -314,7 +318,38 @@ def _update_rule(job: JobEvidence, oracle: GradientOracle, notes: list[str]) -> 
     if rule is None:
         notes.append(f"{job.name}: updates not checked: the oracle does not replay "
                      f"{job.optimizer[0].get('class')} (SGD, Adam and AdamW only)")
-    return rule
+        return None
+    return _frozen_kept(rule, oracle, job, notes)
+
+
+def _rounding_level_set_aside(job: JobEvidence, rule: UpdateRule, steps: list[ObservedStep],
+                              oracle: GradientOracle, notes: list[str]) -> tuple[UpdateRule, list[ObservedStep]]:
+    """Under Adam, the parameters whose gradient is at rounding level on every checked step (`rounding_level`: a bias
+    right before a normalization layer, which the normalization cancels) are left out of the update check and named:
+    Adam divides a gradient by its own size, so the float32 run moves them by about the LR in the direction of its
+    rounding noise, which no float64 oracle reproduces."""
+    if not steps or all(g.kind != "adam" for g in rule.groups):
+        return rule, steps
+    names = [n for n in rounding_level(steps, oracle.layout) if n not in oracle.frozen]
+    if not names:
+        return rule, steps
+    mask = np.zeros(oracle.theta0.size, dtype=bool)
+    for name in names:
+        mask[oracle.layout[name]] = True
+    notes.append(f"{job.name}: update of {', '.join(names)} not judged: its gradient is at float32 rounding level "
+                 "(cancelled by a normalization after it), and Adam's step on rounding noise is noise")
+    kept = [dataclasses.replace(s, theta=np.where(mask, s.theta_prev, s.theta)) for s in steps]
+    return rule.without(mask), kept
+
+
+def _frozen_kept(rule: UpdateRule, oracle: GradientOracle, job: JobEvidence, notes: list[str]) -> UpdateRule:
+    """The rule with the task's frozen parameters expected never to move (named in the notes)."""
+    if not oracle.frozen:
+        return rule
+    note = f"{job.name}: frozen parameter(s) {', '.join(oracle.frozen)} (requires_grad=False) expected never to move"
+    if note not in notes:
+        notes.append(note)
+    return rule.without(oracle.frozen_mask)
 
 
 def _replayable(rule: UpdateRule, steps: list[ObservedStep], missing: dict[str, list[int]]) -> list[ObservedStep]:

@@ -70,7 +70,7 @@ class Caliber:
                    float(train["min_lr_ratio"]), int(train["batch_size"]), int(train["grad_accum"]),
                    None if train.get("grad_clip") is None else float(train["grad_clip"]), int(train["val_every"]),
                    int(config.get("distributed", {}).get("world_size", 1)), int(config["seed"]),
-                   int(config["task"]["n_train"]), float(train.get("weight_decay") or 0.0),
+                   task_size(config), float(train.get("weight_decay") or 0.0),
                    float(train.get("momentum") or 0.0), str(config.get("precision", {}).get("name", "fp32")))
 
     def factor(self, warmup: int | None = None, total: int | None = None) -> "Schedule":
@@ -88,6 +88,25 @@ class Caliber:
     @property
     def batches_per_epoch(self) -> int:
         return self.n_train // (self.batch_size * self.world_size)
+
+
+def task_size(config: dict[str, Any]) -> int:
+    """The training samples of the config's task: its `n_train` argument (of `task.extra` under task=third_party),
+    else the length of the training set its builder returns."""
+    task = config["task"]
+    for node in (task, task.get("extra") or {}):
+        if "n_train" in node:
+            return int(node["n_train"])
+    return len(build_task(config).train_set)
+
+
+def build_task(config: dict[str, Any]):
+    """The config's task, built as the worker builds it, without touching torch's global RNG."""
+    from hydra.utils import get_method
+
+    task_cfg = OmegaConf.create(config["task"])
+    with torch.random.fork_rng():     # the builder seeds torch itself (the model's initial weights)
+        return get_method(task_cfg._target_)(int(config["seed"]), **builder_arguments(task_cfg))
 
 
 def expected_lr(cal: Caliber, step: int) -> float:
@@ -166,14 +185,14 @@ class Schedule:
 
 # ---------------------------------------------------------------- gradients in float64
 class GradientOracle:
-    """The task's model in float64: each micro-batch's mean-loss gradient at given parameters."""
+    """The task's model in float64: each micro-batch's mean-loss gradient at given parameters. Parameters are those
+    of `parameters()`, so a tied weight (one tensor under two names) is one parameter whose gradient sums both uses,
+    as the optimizer sees it; a parameter the loss does not reach has a zero gradient, and a frozen one
+    (requires_grad=False, `frozen`) is expected never to move (`UpdateRule.without`). BatchNorm layers normalise with
+    the micro-batch's statistics (train mode); their running statistics are buffers, which no update rule moves."""
 
     def __init__(self, config: dict[str, Any]):
-        from hydra.utils import get_method
-
-        task_cfg = OmegaConf.create(config["task"])
-        with torch.random.fork_rng():     # the builder seeds torch itself (the model's initial weights)
-            task = get_method(task_cfg._target_)(int(config["seed"]), **builder_arguments(task_cfg))
+        task = build_task(config)
         self.theta0 = torch.cat([p.detach().reshape(-1) for p in task.model.parameters()]).double().numpy()
         self.model = copy.deepcopy(task.model).double().train()
         self.params = list(self.model.parameters())
@@ -182,6 +201,10 @@ class GradientOracle:
         for name, p in self.model.named_parameters():
             self.layout[name] = slice(start, start + p.numel())
             start += p.numel()
+        self.frozen = [name for name, p in self.model.named_parameters() if not p.requires_grad]
+        self.frozen_mask = np.zeros(start, dtype=bool)
+        for name in self.frozen:
+            self.frozen_mask[self.layout[name]] = True
         self.loss_fn = task.loss_fn
         self.loss_terms = task.loss_terms      # None: a fixed number of loss terms per sample
         x, y = task.train_set.tensors
@@ -200,7 +223,8 @@ class GradientOracle:
             index = torch.as_tensor(ids, dtype=torch.long)
             with torch.enable_grad():
                 self.loss_fn(self.model(self.x[index]), self.y[index]).backward()
-            self._cache[key] = torch.cat([p.grad.reshape(-1) for p in self.params]).numpy().copy()
+            self._cache[key] = torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).reshape(-1)
+                                          for p in self.params]).numpy().copy()
         return self._cache[key]
 
     def terms(self, ids: list[int]) -> int | None:
@@ -256,6 +280,19 @@ class ObservedStep:
 
     def matches(self, predicted: np.ndarray) -> bool:
         return float(np.linalg.norm(self.delta - predicted)) <= self.allowance(predicted)
+
+
+ROUNDING_LEVEL = 1e-6     # a parameter's largest gradient coordinate over the largest of all: below it, rounding noise
+
+
+def rounding_level(steps: list[ObservedStep], layout: dict[str, slice]) -> list[str]:
+    """The parameters whose float64 window gradient is at most ROUNDING_LEVEL times the largest coordinate of the
+    whole gradient at every step (the float32 run's gradient of them is its rounding noise: measured 1e-17 against
+    1e-2 for a bias right before BatchNorm, whose gradient the normalization cancels exactly)."""
+    grads = [np.abs(s.window_grad) for s in steps]
+    floors = [ROUNDING_LEVEL * np.max(g, initial=0.0) for g in grads]
+    return [name for name, where in layout.items()
+            if all(np.max(g[where], initial=0.0) <= floor for g, floor in zip(grads, floors))]
 
 
 def observed_micro_ids(job: JobEvidence, step: int) -> dict[int, list[list[int]]]:

@@ -19,6 +19,7 @@ from evalkit.probes.semantics.plan import (
     token_world_sizes,
     tokens_job_name,
 )
+from evalkit.probes.your_task import adapt, task_of
 
 
 class SemanticsProbe:
@@ -27,7 +28,7 @@ class SemanticsProbe:
     timed = False
 
     def task(self, cfg: DictConfig) -> str:
-        return TASK
+        return task_of(cfg, TASK)
 
     def caliber(self, cfg: DictConfig) -> str:
         return caliber_tag("truth", hw=cfg.hardware.name, bs=TRUTH_CALIBER["train.batch_size"],
@@ -40,7 +41,8 @@ class SemanticsProbe:
         the norm `oracle.clip_norm_for` gives from the first one's config: the lowest decile of the windows' largest
         partial sums along the oracle's own run at seed s + 1, so that clipping binds on most of the clip job's steps
         and on most windows' partial sums. A clip
-        job left out (no norm) is noted here and is an evidence gap for the judge (inconclusive, not a pass)."""
+        job left out (no norm) is noted here and is an evidence gap for the judge (inconclusive, not a pass). On a
+        team's task (`your_task`), every job but the token caliber's trains it, at the caliber's training settings."""
         jobs, notes = [], []
         optimizers = list(cfg.probe.get("optimizers", ["sgd"]))
         for world in cfg.probe.world_sizes if "sgd" in optimizers else ():
@@ -71,7 +73,7 @@ class SemanticsProbe:
                 jobs.append(PlannedJob(tokens_job_name(tokens), {
                     **TOKENS, "distributed.name": "ddp" if tokens > 1 else "none", "distributed.world_size": tokens,
                     "seed": cfg.seed + 4}))
-        return jobs, notes
+        return [PlannedJob(j.name, adapt(cfg, dict(j.overrides), notes)) for j in jobs], notes
 
     @staticmethod
     def _clip_norm(job: JobEvidence | None) -> float | None:

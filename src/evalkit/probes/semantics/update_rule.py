@@ -15,6 +15,7 @@ Per group, for a gradient g (the window's, after clipping), LR lr and parameters
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,12 @@ class UpdateRule:
 
     def fresh(self) -> "UpdateRule":
         return UpdateRule(self.name, self.groups)
+
+    def without(self, frozen: np.ndarray) -> "UpdateRule":
+        """The rule with the `frozen` coordinates in no group: torch's optimizers skip a parameter whose gradient is
+        None, as a frozen one's (requires_grad=False) always is, so its update is zero whatever the decay."""
+        return UpdateRule(self.name, [dataclasses.replace(g, mask=g.mask & ~frozen) for g in self.groups],
+                          self.state)
 
     def delta(self, t: int, g: np.ndarray, theta: np.ndarray, lrs: list[float]) -> np.ndarray:
         """The update of step t (1-based, consecutive) for window gradient `g` at parameters `theta`."""

@@ -12,6 +12,7 @@ from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
 from evalkit.probes.stability import plan as P
 from evalkit.probes.stability.corrupt import prepare
+from evalkit.probes.your_task import adapt, on_your_task, task_of, wider
 
 
 class StabilityProbe:
@@ -23,7 +24,7 @@ class StabilityProbe:
         self.leak_limit, self.log_limit = P.LEAK_FLOOR, P.LOG_FLOOR
 
     def task(self, cfg: DictConfig) -> str:
-        return P.TASK
+        return task_of(cfg, P.TASK)
 
     def caliber(self, cfg: DictConfig) -> str:
         ws = sorted({1, *[w for w in cfg.probe.world_sizes if w == 2]})
@@ -31,13 +32,27 @@ class StabilityProbe:
                            ckpt_every=P.EVERY, prec="fp32", ws=ws, long=cfg.probe.long_steps)
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
+        """Phase 1's jobs, then phase 2's from their checkpoints. On a team's task (`your_task`) every job trains it
+        at the caliber's training settings; the other model is the task's own twice as wide, and without a width
+        setting the other-model item is not run (said in the notes)."""
+        jobs, notes = self._plan(cfg, done)
+        other = (wider(cfg) or {}) if on_your_task(cfg) else {}
+        return [PlannedJob(j.name, {**adapt(cfg, dict(j.overrides), notes),
+                                    **(other if j.name == "other-model" else {})}) for j in jobs], notes
+
+    def _plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         self.leak_limit, self.log_limit = cfg.probe.leak_kb_per_1k_steps, cfg.probe.log_kb_per_1k_steps
         wanted = P.wanted_jobs(list(cfg.probe.only))
         first = P.first_phase(list(cfg.probe.world_sizes), cfg.probe.long_steps)
+        notes = []
+        if on_your_task(cfg) and wider(cfg) is None:
+            first.pop("other-model")
+            notes.append(f"other-model not run: task {cfg.task.name} has no width setting (task.hidden or "
+                         "task.width) to build a model whose checkpoint does not fit its own")
         todo = [PlannedJob(n, s) for n, s in first.items() if n not in done and (wanted is None or n in wanted)]
         if todo:
-            return todo, []
-        jobs, notes = [], []
+            return todo, notes
+        jobs = []
         for name, source in P.RESUMES.items():
             if name in done or source not in done or (wanted is not None and name not in wanted):
                 continue
@@ -50,7 +65,9 @@ class StabilityProbe:
             name = P.corrupt_name(kind)
             if name in done or (wanted is not None and name not in wanted):
                 continue
-            source = done["other-model" if kind == "other-model" else "reference"]
+            source = done.get("other-model" if kind == "other-model" else "reference")
+            if source is None:
+                continue
             if source.status != "FINISHED":
                 notes.append(f"{name} not run: {source.name} failed ({source.failure_reason})")
                 continue
