@@ -276,8 +276,9 @@ class Range:
 
 POSITIVE, AT_LEAST_0, AT_LEAST_1 = Range(0, low_open=True), Range(0), Range(1)
 UNIT_OPEN = Range(0, 1, high_open=True)
+# of the bundled tasks; a key the job's task lacks is not checked
 TASK_SIZES = ("n_train", "n_val", "in_dim", "hidden", "depth", "out_dim", "image_size", "channels", "vocab_size",
-              "seq_len", "n_heads", "width", "classes")   # of the bundled tasks; a key the job's task lacks is not checked
+              "seq_len", "n_heads", "width", "classes")
 RANGES: dict[str, Range] = {
     "train.lr": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.momentum": UNIT_OPEN,
     "train.betas": Range(0, 1, high_open=True, length=2), "train.warmup_steps": AT_LEAST_0,

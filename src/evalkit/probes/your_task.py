@@ -21,7 +21,8 @@ WIDTH_KEYS = ("hidden", "width")      # the setting that makes a task's model wi
 
 def on_your_task(cfg: DictConfig) -> bool:
     """The config names a task other than the calibers' own: probes that can run on it do."""
-    return str(cfg.task.name) != CALIBER_TASK
+    task = cfg.get("task")
+    return task is not None and str(task.name) != CALIBER_TASK
 
 
 def task_of(cfg: DictConfig, own: str) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from evalkit.names import STARTUP_MILESTONES as MILESTONES
 from evalkit.probes.evidence import JobEvidence
-from evalkit.probes.performance.plan import parse_name
+from evalkit.probes.performance.plan import parse_name, size_name
 
 MIB = 2**20
 MEMORY_NOISE_MIB = 2.5      # copies with the baseline's memory differed by up to 2.2 MiB over 120 pairs (issue 31)
@@ -61,6 +61,6 @@ class Memory:
         if self.call == "unmeasured":
             return "training memory not measured at the largest depth"
         said = {"within": "within", "outside": "above", "undecided": "not decided against"}[self.call]
-        return (f"training memory at d{self.depth}: {self.wrapper_mib:.1f} MiB against the baseline's "
+        return (f"training memory at {size_name(self.depth)}: {self.wrapper_mib:.1f} MiB against the baseline's "
                 f"{self.baseline_mib:.1f} MiB ({self.wrapper_mib - self.baseline_mib:+.1f} MiB), {said} the budget of "
                 f"+{self.budget_mib:.1f} MiB (two runs of one program differ by up to {MEMORY_NOISE_MIB:g} MiB)")

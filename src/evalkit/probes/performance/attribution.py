@@ -59,13 +59,13 @@ def added_memory(baseline: dict[str, Any], wrapper: dict[str, Any]) -> list[tupl
     return sorted(((f, mib) for f, mib in added.items() if mib >= MIN_MIB), key=lambda kv: -kv[1])[:TOP]
 
 
-def section(baseline: dict[str, Any], wrapper: dict[str, Any], depth: int) -> str:
+def section(baseline: dict[str, Any], wrapper: dict[str, Any], size: str) -> str:
     """The report's markdown: where the added time and memory go."""
     time, memory = added_time(baseline, wrapper), added_memory(baseline, wrapper)
     totals = dict(time["total"])
-    lines = [f"Profiled at depth {depth} over {wrapper.get('steps')} steps (cProfile; profiled time per step: baseline "
-             f"{totals['baseline']:.2f} ms, wrapper {totals['wrapper']:.2f} ms). The Python functions whose own time "
-             "the wrapper adds most:", "", "| function | added ms/step (profiled) |", "|---|---|"]
+    lines = [f"Profiled at {size} over {wrapper.get('steps')} steps (cProfile; profiled time per step: "
+             f"baseline {totals['baseline']:.2f} ms, wrapper {totals['wrapper']:.2f} ms). The Python functions "
+             "whose own time the wrapper adds most:", "", "| function | added ms/step (profiled) |", "|---|---|"]
     lines += [f"| `{name}` | {ms:+.3f} |" for name, ms in time["functions"]] or ["| (none) | - |"]
     lines += ["", "Built-in and C functions (their profiled time differs by about 10 % between two processes of one "
               "program): " + (", ".join(f"`{name}` {ms:+.3f} ms" for name, ms in time["builtins"]) or "none")]

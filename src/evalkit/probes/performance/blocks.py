@@ -16,7 +16,8 @@ step time of the user's model: `REFERENCE_STEP_MS` when not said), as a fraction
 judged on. The fit is linear in the sizes' added times, so the fraction computed batch by batch (each
 batch's added times, the same sizes' step times) averages to the whole run's; its interval is the batch means'
 interval of those per-batch fractions. One depth only: no fit, the fraction is that depth's ratio minus one (a
-fixed cost is then counted as proportional: the pessimistic reading).
+fixed cost is then counted as proportional: the pessimistic reading), at that depth's own step (the baseline's mean
+step time is then the reference step the report names: on a team's task, its model's step).
 
 Looks: the rounds stop at the first planned look (`looks`: 32, 64, 128, ... rounds, up to `max_rounds`, and the
 last round when the time limit ends them) whose interval lies wholly on one side of the budget. Every look uses
@@ -145,7 +146,8 @@ def estimate(sizes: list[Size], level: float, reference_ms: float = REFERENCE_ST
     if len(sizes) == 1:
         only = sizes[0]
         per_batch = np.exp(batch_means(only.log_ratio())) - 1
-        return Estimate(sizes, level, added, ratio, None, None, interval(per_batch, level), reference_ms)
+        return Estimate(sizes, level, added, ratio, None, None, interval(per_batch, level),
+                        float(f"{only.baseline_ms:.3g}"))
     x = np.array([w.baseline_ms for w in sizes])
     per_batch_added = np.column_stack([batch_means(w.added_ms()) for w in sizes])    # batches x sizes
     c = fit_weights(x, reference_ms)

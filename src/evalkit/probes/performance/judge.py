@@ -37,7 +37,7 @@ from evalkit.probes.performance.blocks import (
     estimate,
     rounds_needed,
 )
-from evalkit.probes.performance.plan import BASELINE, PROFILE, WRAPPER, parse_name
+from evalkit.probes.performance.plan import BASELINE, PROFILE, WRAPPER, parse_name, size_name
 from evalkit.probes.performance.report import sections, startup_medians
 
 DEFAULTS = {"budget": 0.05, "memory_budget": 0.10, "max_rounds": 512, "reference_step_ms": REFERENCE_STEP_MS}
@@ -88,7 +88,7 @@ def _attribution(profiles: dict[str, JobEvidence]) -> str | None:
     if not base.profile or not wrap.profile:
         return (f"## Where the added time goes\n\nThe profile jobs did not record a profile ({base.name}: "
                 f"{base.status}, {wrap.name}: {wrap.status}).")
-    return "## Where the added time goes\n\n" + attribution.section(base.profile, wrap.profile, depth)
+    return "## Where the added time goes\n\n" + attribution.section(base.profile, wrap.profile, size_name(depth))
 
 
 def _judge(arms: list[ArmJob], jobs: list[JobEvidence]) -> ProbeResult:
@@ -185,10 +185,11 @@ def _headline(est: Estimate, budget: float, memory: Memory) -> str:
         line += f" ({est.fixed_ms:+.2f} ms/step + {100 * est.proportional:+.1f}% of the step)"
     line += f", budget {100 * budget:g}%, {est.rounds} rounds"
     if memory.call == "outside":
-        line += f", training memory {memory.wrapper_mib - memory.baseline_mib:+.1f} MiB @d{memory.depth}"
+        line += f", training memory {memory.wrapper_mib - memory.baseline_mib:+.1f} MiB @{size_name(memory.depth)}"
     elif memory.call == "undecided":     # the cell is inconclusive on memory alone where the time is decided
-        line += (f", training memory {memory.wrapper_mib - memory.baseline_mib:+.1f} MiB @d{memory.depth} undecided "
-                 f"(budget +{memory.budget_mib:.1f} MiB, noise {MEMORY_NOISE_MIB:g} MiB)")
+        line += (f", training memory {memory.wrapper_mib - memory.baseline_mib:+.1f} MiB "
+                 f"@{size_name(memory.depth)} undecided (budget +{memory.budget_mib:.1f} MiB, "
+                 f"noise {MEMORY_NOISE_MIB:g} MiB)")
     elif memory.call == "unmeasured":
         line += ", training memory not measured"
     return line

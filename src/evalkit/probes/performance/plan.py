@@ -16,12 +16,24 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from evalkit.probes.base import PlannedJob
+from evalkit.probes.your_task import adapt, on_your_task
 
 TASK = "mlp_regression"
+YOURS = 0                   # the size label of a team's task, timed as configured (no depth sweep)
 BASELINE, WRAPPER = "baseline", "wrapper"
 MAX_STEPS = 1_000_000       # a cap the turn table never lets a job reach
 PROFILE_STEPS = 50          # the profile jobs' profiled steps (after the warm-up)
 PROFILE = "-profile"        # the profile jobs' names: d32-baseline-profile, d32-wrapper-profile
+
+
+def sizes(cfg: DictConfig) -> list[int]:
+    """The sizes the probe times: mlp_regression's depths (`probe.performance.depths`), or on a team's task its model
+    as configured (YOURS), whose own step time is then the reference step (one size: no fit)."""
+    return [YOURS] if on_your_task(cfg) else sorted(cfg.probe.performance.depths)
+
+
+def size_name(depth: int) -> str:
+    return "your model" if depth == YOURS else f"d{depth}"
 
 
 def job_name(depth: int, arm: str) -> str:
@@ -42,17 +54,17 @@ def timed_threads(cfg: DictConfig) -> int:
 
 
 def timed_settings(cfg: DictConfig, depth: int) -> dict[str, object]:
-    return {"task.hidden": cfg.probe.performance.hidden, "task.depth": depth,
-            "train.max_steps": cfg.observe.warmup_steps + MAX_STEPS, "train.val_every": 0,
-            "train.ckpt_every": 0, "observe.profile": "timing", "observe.params": False,
-            "hardware.threads": timed_threads(cfg)}
+    return adapt(cfg, {"task.hidden": cfg.probe.performance.hidden, "task.depth": depth,
+                       "train.max_steps": cfg.observe.warmup_steps + MAX_STEPS, "train.val_every": 0,
+                       "train.ckpt_every": 0, "observe.profile": "timing", "observe.params": False,
+                       "hardware.threads": timed_threads(cfg)})
 
 
 def profile_jobs(cfg: DictConfig) -> list[PlannedJob]:
     """The two untimed jobs that say where the added time and memory go: both arms at the largest depth, profiled
     over PROFILE_STEPS steps (observe.call_profile). They start together and run one block each, one after the
     other (schedule.ProfileSchedule): nothing else runs while one is profiled."""
-    depth = max(cfg.probe.performance.depths)
+    depth = max(sizes(cfg))
     jobs = []
     for arm in (BASELINE, WRAPPER):
         settings = {**timed_settings(cfg, depth), "observe.call_profile": PROFILE_STEPS}
@@ -64,7 +76,7 @@ def profile_jobs(cfg: DictConfig) -> list[PlannedJob]:
 
 def plan_jobs(cfg: DictConfig) -> list[PlannedJob]:
     jobs = []
-    for depth in sorted(cfg.probe.performance.depths):
+    for depth in sizes(cfg):
         for arm in (BASELINE, WRAPPER):
             settings = timed_settings(cfg, depth)
             if arm == BASELINE:

@@ -10,6 +10,7 @@ from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
 from evalkit.probes.performance.plan import PROFILE, TASK, plan_jobs, profile_jobs, timed_threads
+from evalkit.probes.your_task import on_your_task, task_of
 
 
 class PerformanceProbe:
@@ -18,13 +19,14 @@ class PerformanceProbe:
     timed = True
 
     def task(self, cfg: DictConfig) -> str:
-        return TASK
+        return task_of(cfg, TASK)
 
     def caliber(self, cfg: DictConfig) -> str:
         p = cfg.probe.performance
+        size = {"task": cfg.task.name} if on_your_task(cfg) else {"h": p.hidden, "depth": sorted(p.depths)}
         return caliber_tag("turns", hw=cfg.hardware.name, thr=timed_threads(cfg) or worker_threads(cfg),
                            prec=cfg.precision.name, ws=cfg.distributed.world_size, bs=cfg.train.batch_size,
-                           h=p.hidden, depth=sorted(p.depths), block=f"{p.block_ms:g}ms", limit=f"{p.time_limit_s:g}s",
+                           **size, block=f"{p.block_ms:g}ms", limit=f"{p.time_limit_s:g}s",
                            max_rounds=p.max_rounds, budget=p.budget)
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:

@@ -7,7 +7,7 @@ import statistics
 from evalkit.names import STARTUP_MILESTONES
 from evalkit.probes.performance.arms import ArmJob, Memory
 from evalkit.probes.performance.blocks import Estimate, Interval
-from evalkit.probes.performance.plan import BASELINE, WRAPPER
+from evalkit.probes.performance.plan import BASELINE, WRAPPER, size_name
 
 
 def _iv(p: Interval, scale: float = 1.0, digits: int = 3, sign: str = "") -> str:
@@ -16,13 +16,13 @@ def _iv(p: Interval, scale: float = 1.0, digits: int = 3, sign: str = "") -> str
 
 
 def size_table(est: Estimate, arms: list[ArmJob]) -> str:
-    rows = ["| depth | steps per block | rounds | baseline ms/step | wrapper ms/step | added ms/step | step ratio | "
+    rows = ["| size | steps per block | rounds | baseline ms/step | wrapper ms/step | added ms/step | step ratio | "
             "training MiB (baseline / wrapper) |", "|---|---|---|---|---|---|---|---|"]
     for w in est.sizes:
         mib = {a.arm: a.train_mib for a in arms if a.depth == w.depth}
         memory = (f"{mib[BASELINE]:.1f} / {mib[WRAPPER]:.1f}" if mib.get(BASELINE) is not None
                   and mib.get(WRAPPER) is not None else "-")
-        rows.append(f"| d{w.depth} | {w.steps} | {w.rounds} | {w.baseline_ms:.3f} | {w.wrapper_ms:.3f} | "
+        rows.append(f"| {size_name(w.depth)} | {w.steps} | {w.rounds} | {w.baseline_ms:.3f} | {w.wrapper_ms:.3f} | "
                     f"{_iv(est.added[w.depth], sign='+')} | {_iv(est.ratio[w.depth])} | {memory} |")
     return "\n".join(rows)
 
@@ -69,7 +69,7 @@ def sections(est: Estimate | None, arms: list[ArmJob], budget: float, memory: Me
                      for a in sorted(arms, key=lambda a: (a.depth, a.arm)))
     out = []
     if est is not None:
-        out.append("## Per depth: blocks taken in turns, wrapper against baseline (paired by round)\n\n"
+        out.append("## Per size: blocks taken in turns, wrapper against baseline (paired by round)\n\n"
                    + size_table(est, arms))
         out.append("## Per-step cost, extrapolated\n\n" + fit_text(est, budget))
     if memory is not None:

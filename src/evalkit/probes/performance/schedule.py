@@ -29,7 +29,7 @@ from evalkit.probes.performance.blocks import (
     estimate,
     looks,
 )
-from evalkit.probes.performance.plan import BASELINE, PROFILE_STEPS, WRAPPER, job_name
+from evalkit.probes.performance.plan import BASELINE, PROFILE_STEPS, WRAPPER, job_name, sizes
 
 MIN_BLOCK_STEPS = 4     # a block of one step is mostly the cold start after another process ran (see above)
 
@@ -37,7 +37,7 @@ MIN_BLOCK_STEPS = 4     # a block of one step is mostly the cold start after ano
 class PerformanceSchedule:
     def __init__(self, cfg: DictConfig):
         settings = cfg.probe.performance
-        self.sizes = sorted(cfg.probe.performance.depths)
+        self.sizes = sizes(cfg)
         self.block_s = settings.block_ms / 1000
         self.time_limit_s, self.max_rounds, self.budget = settings.time_limit_s, settings.max_rounds, settings.budget
         self.reference_ms = float(settings.get("reference_step_ms", REFERENCE_STEP_MS))
@@ -84,8 +84,8 @@ class PerformanceSchedule:
     def progress(self) -> str:
         if self.last is None:
             return f"{len(next(iter(self.seconds.values())))} rounds, first look at {min(self.looks)}"
-        f = self.last.fraction
-        return (f"{100 * f.estimate:+.2f}% [{100 * f.low:+.2f}, {100 * f.high:+.2f}] of a {self.reference_ms:g} ms "
+        f, step_ms = self.last.fraction, self.last.reference_ms
+        return (f"{100 * f.estimate:+.2f}% [{100 * f.low:+.2f}, {100 * f.high:+.2f}] of a {step_ms:g} ms "
                 f"step after {self.last.rounds} rounds (budget {100 * self.budget:g}%)")
 
 

@@ -36,7 +36,7 @@ def test_memory_held_by_the_wrappers_file_is_named():
 
 
 def test_the_section_reads_as_a_table():
-    text = section(profile(), profile(extra_s=0.08, extra_bytes=2**20), 32)
+    text = section(profile(), profile(extra_s=0.08, extra_bytes=2**20), "d32")
     assert "| `fakewrap.loops.fit_loop:advance` | +0.800 |" in text and "`fakewrap/logger.py` +1.00 MiB" in text
 
 
@@ -50,4 +50,4 @@ def test_a_c_function_is_named_apart_from_the_python_ones():
     slower["functions"][1] = {**slower["functions"][1], "own_s": 0.60}     # run_backward 1 ms more per step
     time = added_time(profile(), slower)
     assert time["functions"] == [] and time["builtins"][0][1] == pytest.approx(1.0)
-    assert "Built-in and C functions" in section(profile(), slower, 32)
+    assert "Built-in and C functions" in section(profile(), slower, "d32")
