@@ -14,6 +14,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from evalkit.probes.base import PlannedJob
+
 CALIBER_TASK = "mlp_regression"
 DATA_KEYS = ("n_train", "n_val")
 WIDTH_KEYS = ("hidden", "width")      # the setting that makes a task's model wider, in the order looked for
@@ -59,6 +61,11 @@ def adapt(cfg: DictConfig, settings: dict[str, Any], notes: list[str] | None = N
             if note not in notes:
                 notes.append(note)
     return out
+
+
+def adapted(cfg: DictConfig, jobs: list[PlannedJob], notes: list[str]) -> list[PlannedJob]:
+    """Each planned job with its settings adapted to the config's task (`adapt`)."""
+    return [PlannedJob(j.name, adapt(cfg, dict(j.overrides), notes)) for j in jobs]
 
 
 def wider(cfg: DictConfig) -> dict[str, Any] | None:

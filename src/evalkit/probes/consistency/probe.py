@@ -8,6 +8,7 @@ from evalkit.probes.base import PlannedJob
 from evalkit.probes.consistency.plan import CALIBER, TASK, job_name, planned_jobs
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
+from evalkit.probes.your_task import adapted, task_of
 
 
 class ConsistencyProbe:
@@ -16,7 +17,7 @@ class ConsistencyProbe:
     timed = False
 
     def task(self, cfg: DictConfig) -> str:
-        return TASK
+        return task_of(cfg, TASK)
 
     def caliber(self, cfg: DictConfig) -> str:
         return caliber_tag("consistency", hw=cfg.hardware.name, bs=CALIBER["train.batch_size"],
@@ -27,7 +28,8 @@ class ConsistencyProbe:
         """Every job at once (none depends on another's evidence); nothing once they ran."""
         jobs = [PlannedJob(job_name(key), settings)
                 for key, settings in planned_jobs(cfg.seed, cfg.probe.seeds, list(cfg.probe.switches))]
-        return [j for j in jobs if j.name not in done], []
+        notes: list[str] = []
+        return adapted(cfg, [j for j in jobs if j.name not in done], notes), notes
 
     def judge(self, jobs: list[JobEvidence]) -> ProbeResult:
         from evalkit.probes.consistency.judge import judge

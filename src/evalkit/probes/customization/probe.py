@@ -20,6 +20,7 @@ from evalkit.probes.customization.plan import (
 )
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
+from evalkit.probes.your_task import adapted, task_of
 from evalkit.trainers import packages as trainer_packages
 
 # The control: the baseline's own customizations (the hand-written loop's), measured in the same run as the wrapper's.
@@ -42,7 +43,7 @@ class CustomizationProbe:
     timed = False
 
     def task(self, cfg: DictConfig) -> str:
-        return TASK
+        return task_of(cfg, TASK)
 
     def caliber(self, cfg: DictConfig) -> str:
         limits = cfg.probe.customization
@@ -56,7 +57,7 @@ class CustomizationProbe:
                 for name in CUSTOMIZATIONS if name in written and name not in done]
         notes = [f"no {name} customization written for trainer {cfg.trainer.name} "
                  f"(trainer.customizations.{name})" for name in CUSTOMIZATIONS if name not in written]
-        return jobs, notes
+        return adapted(cfg, jobs, notes), notes
 
     def measure(self, cfg: DictConfig) -> dict[str, Any]:
         """Each customization's source cost beside the plain adapter's, the same for the baseline's own

@@ -80,7 +80,9 @@ def refusal(job: JobEvidence) -> str | None:
 
 
 def step_problem(job: JobEvidence, first: int, last: int) -> tuple[str, int | None]:
-    """What is wrong with the job's recorded step numbers against exactly first..last ("" when nothing)."""
+    """What is wrong with the job's recorded step numbers against exactly first..last ("" when nothing). Windows the
+    GradScaler skipped (fp16: inf/nan gradients, no optimizer step, no step number) count as taken, as the worker
+    counts them: a job whose steps end `skipped` short of `last` ran all of its windows."""
     steps = step_numbers(job)
     if not steps:
         return "no optimizer step recorded", None
@@ -90,8 +92,10 @@ def step_problem(job: JobEvidence, first: int, last: int) -> tuple[str, int | No
     if steps[0] != first:
         restart = " (started over instead of continuing)" if steps[0] == 1 and first > 1 else ""
         return f"first recorded step {steps[0]}, expected {first}{restart}", steps[0]
-    missing = sorted(set(range(first, last + 1)) - set(steps))
-    if steps[-1] < last:
+    skipped = int(job.summary.get("skipped_steps") or 0)    # fp16: windows the GradScaler skipped (inf/nan)
+    last_taken = last - skipped if steps[-1] + skipped == last else last
+    missing = sorted(set(range(first, last_taken + 1)) - set(steps))
+    if steps[-1] < last_taken:
         return f"stopped after step {steps[-1]} of {last}", steps[-1]
     if steps[-1] > last:
         return f"trained past max_steps: last step {steps[-1]}, asked {last}", last + 1

@@ -20,6 +20,7 @@ from evalkit.probes.functional.plan import (
     prepare_resume_source,
     resume_settings,
 )
+from evalkit.probes.your_task import adapted, task_of
 
 
 class FunctionalProbe:
@@ -28,7 +29,7 @@ class FunctionalProbe:
     timed = False
 
     def task(self, cfg: DictConfig) -> str:
-        return TASK
+        return task_of(cfg, TASK)
 
     def caliber(self, cfg: DictConfig) -> str:
         return caliber_tag("functional", hw=cfg.hardware.name, bs=CALIBER["train.batch_size"],
@@ -37,6 +38,10 @@ class FunctionalProbe:
 
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         """Phase 1 at once; then the resume, whose checkpoint copy needs the plain job's listing."""
+        jobs, notes = self._plan(done)
+        return adapted(cfg, jobs, notes), notes
+
+    def _plan(self, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         first = [PlannedJob(name, job_settings(name)) for name in first_phase() if name not in done]
         if first:
             return first, []

@@ -14,6 +14,7 @@ from evalkit.probes.findings import ProbeResult
 from evalkit.probes.functional.plan import CALIBER as STANDARD
 from evalkit.probes.functional.plan import ONE_PROCESS
 from evalkit.probes.maintenance.plan import STANDARD_RUN, TASK
+from evalkit.probes.your_task import adapted, task_of
 
 
 class MaintenanceProbe:
@@ -22,7 +23,7 @@ class MaintenanceProbe:
     timed = False
 
     def task(self, cfg: DictConfig) -> str:
-        return TASK
+        return task_of(cfg, TASK)
 
     def caliber(self, cfg: DictConfig) -> str:
         limits = cfg.probe.maintenance
@@ -33,7 +34,9 @@ class MaintenanceProbe:
     def plan(self, cfg: DictConfig, done: dict[str, JobEvidence]) -> tuple[list[PlannedJob], list[str]]:
         if STANDARD_RUN in done:
             return [], []
-        return [PlannedJob(STANDARD_RUN, {**STANDARD, **ONE_PROCESS, "observe.deprecations": True})], []
+        notes: list[str] = []
+        return adapted(cfg, [PlannedJob(STANDARD_RUN, {**STANDARD, **ONE_PROCESS, "observe.deprecations": True})],
+                       notes), notes
 
     def measure(self, cfg: DictConfig) -> dict[str, Any]:
         from evalkit.probes.maintenance.measure import measure_environment

@@ -19,7 +19,7 @@ from evalkit.probes.semantics.plan import (
     token_world_sizes,
     tokens_job_name,
 )
-from evalkit.probes.your_task import adapt, task_of
+from evalkit.probes.your_task import adapted, task_of
 
 
 class SemanticsProbe:
@@ -73,7 +73,7 @@ class SemanticsProbe:
                 jobs.append(PlannedJob(tokens_job_name(tokens), {
                     **TOKENS, "distributed.name": "ddp" if tokens > 1 else "none", "distributed.world_size": tokens,
                     "seed": cfg.seed + 4}))
-        return [PlannedJob(j.name, adapt(cfg, dict(j.overrides), notes)) for j in jobs], notes
+        return adapted(cfg, jobs, notes), notes
 
     @staticmethod
     def _clip_norm(job: JobEvidence | None) -> float | None:
