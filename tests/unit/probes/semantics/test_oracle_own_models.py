@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -82,3 +83,44 @@ def test_a_wrong_update_elsewhere_is_still_caught_with_those_set_aside():
     wrong = step.theta_prev + 0.9 * (step.theta - step.theta_prev)       # every update scaled by 0.9
     kept = ObservedStep(1, 0.01, step.theta_prev, np.where(aside, step.theta_prev, wrong), step.grads)
     assert not kept.matches(rule(step.theta.size).without(aside).delta(1, step.window_grad, step.theta_prev, [0.01]))
+
+
+# ---------------------------------------------------------------- a kink float32 and float64 see on different sides
+class Kink(nn.Module):
+    """relu(x0 * w + x1 - x0), three elementwise ops (no fused multiply-add): with x = (2**24, 1) and w = 1, float32
+    rounds 2**24 + 1 to 2**24 and gets 0 (ReLU's gradient 0), float64 gets 1 (gradient x0): a ReLU input within
+    rounding of zero, as a real network meets one now and then."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return torch.relu((x[:, :1] * self.w + x[:, 1:]) - x[:, :1])
+
+
+def kink_task(seed: int):
+    from torch.utils.data import TensorDataset
+
+    from evalkit.tasks.catalog import Metric, Task
+
+    x = torch.tensor([[2.0**24, 1.0], [1.0, 2.0]], dtype=torch.float32)
+    data = TensorDataset(x, torch.full((2, 1), -1.0))
+    return Task("kink", Kink(), data, data, nn.MSELoss(), Metric("mse", False, lambda o, y: (0.0, 1)))
+
+
+def test_where_float32_takes_the_other_side_of_a_kink_the_allowance_widens_by_what_float32_moved():
+    from evalkit.probes.semantics.oracle import GradientOracle, float32_rounding
+
+    oracle = GradientOracle({"seed": 0, "task": {"_target_": f"{__name__}.kink_task", "name": "kink", "extra": {}}})
+    theta = oracle.theta0
+    kinked, smooth = [0], [1]
+    loop = oracle.float32().micro_grad(theta, kinked)      # what a float32 loop computes: ReLU's gradient 0
+    assert np.allclose(loop, 0) and not np.allclose(oracle.micro_grad(theta, kinked), 0)
+    for ids, rounding in ((kinked, 1.0), (smooth, 0.0)):
+        seen = ObservedStep(1, 0.1, theta, theta - 0.1 * oracle.float32().micro_grad(theta, ids),
+                            {0: [oracle.micro_grad(theta, ids)]})
+        assert float32_rounding(seen, oracle, {0: [ids]}) == pytest.approx(rounding, abs=1e-6)
+        seen.rounding = float32_rounding(seen, oracle, {0: [ids]})
+        assert seen.matches(-0.1 * seen.window_grad)                    # the float32 loop's step: matched
+        assert not seen.matches(-0.1 * 0.5 * seen.window_grad) or ids == kinked   # a halved step: still caught
