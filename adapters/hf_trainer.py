@@ -213,6 +213,8 @@ def recipe_arguments(recipe: Recipe) -> dict[str, Any]:
 class TaskModule(nn.Module):
     """The Trainer-facing model: evalkit's model + evalkit's loss module, returning a dict with the loss."""
 
+    _keys_to_ignore_on_save = None    # read by Trainer._issue_warnings_after_load (a PreTrainedModel attribute)
+
     def __init__(self, model: nn.Module, loss_fn: nn.Module):
         super().__init__()
         self.model = model
@@ -356,7 +358,35 @@ def _trainer_class():
                               collate_fn=self.data_collator, num_workers=self.args.dataloader_num_workers,
                               pin_memory=self.args.dataloader_pin_memory)
 
+        def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+            """A PreTrainedModel with tied weights inside evalkit's TaskModule (`tied_duplicates`) is saved without
+            the tied copies, as `save_pretrained` saves the quick start's model: the Trainer writes a module that is
+            not a PreTrainedModel with safetensors, which refuses shared tensors (the departure below)."""
+            duplicates = tied_duplicates(self.model)
+            if duplicates and state_dict is None:
+                state_dict = {k: v for k, v in self.model.state_dict().items() if k not in duplicates}
+            super()._save(output_dir, state_dict)
+
     return EvalkitTrainer
+
+
+def tied_duplicates(module: nn.Module) -> set[str]:
+    """The state-dict names of the second and later names of each tied tensor, when `module` is evalkit's TaskModule
+    around a transformers PreTrainedModel (task=hf_causal_lm's GPT-2: lm_head.weight is wte.weight); empty for any
+    other module: a team's own nn.Module with tied weights reaches the Trainer's safetensors save as it is."""
+    from transformers import PreTrainedModel
+
+    if not isinstance(module, TaskModule) or not any(isinstance(m, PreTrainedModel) for m in module.modules()):
+        return set()
+    first: dict[int, str] = {}
+    duplicates = set()
+    for name, tensor in module.state_dict(keep_vars=True).items():
+        key = tensor.data_ptr() if tensor.numel() else id(tensor)
+        if key in first:
+            duplicates.add(name)
+        else:
+            first[key] = name
+    return duplicates
 
 
 def built_by_trainer(trainer) -> dict[str, Any]:
@@ -438,6 +468,14 @@ class HFTrainerAdapter(WrapperAdapter):
                   "datasets and a collator stacking their (x, y) samples into {'x', 'labels'}",
                   "evalkit's task owns the data (its sample ids ride on the dataset), the same for every adapter",
                   "data"),
+        Departure("a PreTrainedModel's tied weights saved once (Trainer._save given the TaskModule's state dict "
+                  "without the tied copies: lm_head.weight of task=hf_causal_lm's GPT-2)",
+                  "the Trainer saves the quick start's PreTrainedModel with save_pretrained, which writes a tied "
+                  "weight once; evalkit's TaskModule around it is not a PreTrainedModel, so the Trainer would write "
+                  "it with safetensors.save_file, which refuses shared tensors ('Some tensors share memory'); "
+                  "resuming loads it non-strictly, the tie intact in memory. A team's own nn.Module with tied "
+                  "weights is saved as the Trainer saves it",
+                  "model"),
         Departure("gradient_checkpointing=True left out",
                   "the Trainer enables it through the model's activation_checkpointing_enable (a PreTrainedModel "
                   "method evalkit's plain nn.Module does not have: it would raise); recomputing activations "

@@ -41,6 +41,7 @@ from evalkit.probes.semantics.oracle import (
     expected_windows,
     observed_steps,
     rounding_level,
+    rounding_level_names,
 )
 from evalkit.probes.semantics.plan import job_name
 from evalkit.probes.semantics.update_rule import UpdateRule, asked_rule, observed_rule
@@ -324,20 +325,20 @@ def _update_rule(job: JobEvidence, oracle: GradientOracle, notes: list[str]) -> 
 
 def _rounding_level_set_aside(job: JobEvidence, rule: UpdateRule, steps: list[ObservedStep],
                               oracle: GradientOracle, notes: list[str]) -> tuple[UpdateRule, list[ObservedStep]]:
-    """Under Adam, the parameters whose gradient is at rounding level on every checked step (`rounding_level`: a bias
-    right before a normalization layer, which the normalization cancels) are left out of the update check and named:
-    Adam divides a gradient by its own size, so the float32 run moves them by about the LR in the direction of its
-    rounding noise, which no float64 oracle reproduces."""
+    """Under Adam, the coordinates whose gradient is at rounding level on every checked step (`rounding_level`: a
+    bias right before a normalization layer, the key bias of an attention layer, whose gradients the normalization or
+    the softmax cancels) are left out of the update check and named: Adam divides a gradient by its own size, so the
+    float32 run moves them by about the LR in the direction of its rounding noise, which no float64 oracle
+    reproduces. A frozen parameter is not among them (`_frozen_kept`)."""
     if not steps or all(g.kind != "adam" for g in rule.groups):
         return rule, steps
-    names = [n for n in rounding_level(steps, oracle.layout) if n not in oracle.frozen]
-    if not names:
+    mask, _ = rounding_level(steps, oracle.layout)
+    mask &= ~oracle.frozen_mask
+    if not mask.any():
         return rule, steps
-    mask = np.zeros(oracle.theta0.size, dtype=bool)
-    for name in names:
-        mask[oracle.layout[name]] = True
-    notes.append(f"{job.name}: update of {', '.join(names)} not judged: its gradient is at float32 rounding level "
-                 "(cancelled by a normalization after it), and Adam's step on rounding noise is noise")
+    named = rounding_level_names(mask, oracle.layout)
+    notes.append(f"{job.name}: update of {', '.join(named)} not judged: its gradient is at float32 rounding level "
+                 "(cancelled by a normalization or a softmax after it), and Adam's step on rounding noise is noise")
     kept = [dataclasses.replace(s, theta=np.where(mask, s.theta_prev, s.theta)) for s in steps]
     return rule.without(mask), kept
 

@@ -59,7 +59,9 @@ def rule(size):
 def test_tied_weights_are_one_parameter_and_the_bias_before_batchnorm_is_at_rounding_level():
     step, layout = one_adamw_step()
     assert "out.weight" not in layout                                     # the tie: one tensor, one name
-    assert sorted(rounding_level([step], layout)) == ["lin.bias", "scale"]   # cancelled, and frozen (zero)
+    mask, names = rounding_level([step], layout)
+    assert sorted(names) == ["lin.bias", "scale"]                         # cancelled, and frozen (zero)
+    assert mask.sum() == 9 and mask[layout["lin.bias"]].all()
 
 
 def test_set_aside_frozen_and_rounding_level_coordinates_the_rest_of_the_update_matches():
