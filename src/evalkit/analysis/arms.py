@@ -8,6 +8,7 @@ import numpy as np
 
 from evalkit import names
 from evalkit.analysis.records import RunRecord
+from evalkit.tasks import CALIBER_TASK
 
 BASELINE = "baseline"
 
@@ -99,9 +100,9 @@ PROBES_ONLY = "probes only"   # the caliber of an arm seen through probe runs al
 
 def group_arms(records: list[RunRecord]) -> dict[ArmKey, Arm]:
     """Job runs grouped by task, caliber, trainer and mode. A probe run judges the wrapper in its mode at the
-    probe's own caliber: it joins every arm of that trainer and mode; where the store holds no job of them, the
-    probe runs of that trainer, mode and task form one arm together (caliber `PROBES_ONLY`), one row whatever
-    the probes' calibers."""
+    probe's own caliber: it joins every arm of that trainer and mode (a probe run on a team's task, only the arms of
+    that task: `_judges`); where the store holds no job of them, the probe runs of that trainer, mode and task form
+    one arm together (caliber `PROBES_ONLY`), one row whatever the probes' calibers."""
     arms: dict[ArmKey, Arm] = {}
     probes = [r for r in records if r.role == names.ROLE_PROBE]
     for record in records:
@@ -110,13 +111,19 @@ def group_arms(records: list[RunRecord]) -> dict[ArmKey, Arm]:
             arms.setdefault(key, Arm(key)).runs.append(record)
     for probe in probes:
         joined = [arm for key, arm in arms.items() if (key.trainer, key.mode) == (probe.trainer, probe.mode)
-                  and any(r.role == names.ROLE_JOB for r in arm.runs)]
+                  and any(r.role == names.ROLE_JOB for r in arm.runs) and _judges(probe, key)]
         if not joined:
             own = ArmKey(probe.task, PROBES_ONLY, probe.trainer, probe.mode)
             joined = [arms.setdefault(own, Arm(own))]
         for arm in joined:
             arm.runs.append(probe)
     return dict(sorted(arms.items()))
+
+
+def _judges(probe: RunRecord, key: ArmKey) -> bool:
+    """A probe run on the calibers' own task (CALIBER_TASK) judges the wrapper whatever task its arms train; one on
+    a team's task (probes.your_task) judges that task's arms only."""
+    return probe.task == CALIBER_TASK or probe.task == key.task
 
 
 def baseline_for(key: ArmKey, arms: dict[ArmKey, Arm]) -> Arm | None:

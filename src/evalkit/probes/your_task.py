@@ -15,8 +15,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from evalkit.probes.base import PlannedJob
+from evalkit.tasks import CALIBER_TASK
 
-CALIBER_TASK = "mlp_regression"
 DATA_KEYS = ("n_train", "n_val")
 WIDTH_KEYS = ("hidden", "width")      # the setting that makes a task's model wider, in the order looked for
 

@@ -137,3 +137,23 @@ def test_a_wrapper_in_its_own_environment_is_an_arm_of_its_own_named_after_it():
     assert len(wrappers) == 2 and all(baseline_for(a.key, arms).key.trainer == "baseline" for a in wrappers)
     assert trainer_overrides("hf_trainer@transformers-4.45.2") == "trainer=hf_trainer trainer.env=transformers-4.45.2"
     assert trainer_overrides("baseline") == "trainer=baseline"
+
+
+def probe_run(task, probe="semantics", trainer="lightning"):
+    return RunRecord(f"{probe}-{task}", "FINISHED", {"evalkit.role": "probe", "evalkit.probe": probe,
+                                                     "evalkit.trainer": trainer, "evalkit.mode": "aligned",
+                                                     "evalkit.task": task}, {})
+
+
+def test_a_probe_on_a_teams_task_judges_that_tasks_arms_and_a_caliber_probe_every_arm():
+    runs = records([ArmPlan("lightning"), ArmPlan("lightning", task="resnet18")])
+    arms = group_arms(runs + [probe_run("resnet18"), probe_run("mlp_regression", "stability")])
+    by_task = {k.task: {r.run_id for r in a.runs if r.role == "probe"} for k, a in arms.items()}
+    assert by_task == {"mlp_regression": {"stability-mlp_regression"},
+                       "resnet18": {"semantics-resnet18", "stability-mlp_regression"}}
+
+
+def test_probe_runs_alone_form_one_arm_per_task():
+    arms = group_arms([probe_run("resnet18"), probe_run("hf_causal_lm"), probe_run("resnet18", "stability")])
+    assert sorted((k.task, k.caliber) for k in arms) == [("hf_causal_lm", "probes only"), ("resnet18", "probes only")]
+    assert len(next(a for k, a in arms.items() if k.task == "resnet18").runs) == 2
