@@ -126,7 +126,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from adapters.accelerate_loop import STATE_DEVIATIONS, state_deviations
+from evalkit.adapters.accelerate_loop import STATE_DEVIATIONS, state_deviations
 from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
     Departure,

@@ -68,8 +68,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from adapters.calls import Call, built
 from evalkit import names
+from evalkit.adapters.calls import Call, built
 from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
 from evalkit.contract import Departure, Deviation, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
 

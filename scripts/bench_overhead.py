@@ -34,8 +34,8 @@ import torch  # noqa: E402
 from hydra import compose, initialize_config_module  # noqa: E402
 from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: E402
 
-from adapters.baseline import BaselineAdapter  # noqa: E402
 from evalkit import names  # noqa: E402
+from evalkit.adapters.baseline import BaselineAdapter  # noqa: E402
 from evalkit.config import register_configs  # noqa: E402
 from evalkit.controller.job import caliber  # noqa: E402
 from evalkit.observe.observer import Observer  # noqa: E402

@@ -42,7 +42,8 @@ def fresh(threads: int, warm: bool) -> float:
 def forked(threads: int, warm: bool, n: int) -> list[float]:
     from evalkit.worker.zygote import preload
 
-    preload("adapters.baseline.BaselineAdapter", [])   # what a warm server runs before it forks: nothing parallel
+    # what a warm server runs before it forks: nothing parallel
+    preload("evalkit.adapters.baseline.BaselineAdapter", [])
     source = CHILD.format(threads=threads, warm=warm).replace("print(json.dumps(", "result = ((")
     code = compile(source, "child", "exec")
     diffs = []

@@ -3,8 +3,8 @@ stop the loop honours. The stop depends only on the step count, the same on ever
 `accelerator.set_trigger()` / `check_trigger()` (that is for a condition one process sees: it all-reduces a flag)."""
 from __future__ import annotations
 
-from adapters.accelerate_loop import AccelerateAdapter
-from adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
+from evalkit.adapters.accelerate_loop import AccelerateAdapter
+from evalkit.adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
 
 
 class AccelerateStopCallback(StopAtStep, AccelerateAdapter):

@@ -1,8 +1,8 @@
 """The custom loss with Accelerate: the loop's loss line, changed (Accelerate has no loop of its own)."""
 from __future__ import annotations
 
-from adapters.accelerate_loop import AccelerateAdapter
-from adapters.custom.options import L1Weight
+from evalkit.adapters.accelerate_loop import AccelerateAdapter
+from evalkit.adapters.custom.options import L1Weight
 
 
 class AccelerateCustomLoss(L1Weight, AccelerateAdapter):

@@ -1,8 +1,8 @@
 """The custom callback in the hand-written loop: code after the optimizer step, and a stop."""
 from __future__ import annotations
 
-from adapters.baseline import BaselineAdapter
-from adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
+from evalkit.adapters.baseline import BaselineAdapter
+from evalkit.adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
 
 
 class BaselineStopCallback(StopAtStep, BaselineAdapter):

@@ -1,8 +1,8 @@
 """The custom loss in the hand-written loop: the loop's loss line, changed."""
 from __future__ import annotations
 
-from adapters.baseline import BaselineAdapter
-from adapters.custom.options import L1Weight
+from evalkit.adapters.baseline import BaselineAdapter
+from evalkit.adapters.custom.options import L1Weight
 
 
 class BaselineCustomLoss(L1Weight, BaselineAdapter):

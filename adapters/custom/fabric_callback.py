@@ -2,8 +2,8 @@
 `fabric.call` after each optimizer step; it ends training through the loop's `should_stop` flag."""
 from __future__ import annotations
 
-from adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
-from adapters.fabric import FabricAdapter
+from evalkit.adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
+from evalkit.adapters.fabric import FabricAdapter
 
 
 class ParamNormStop:

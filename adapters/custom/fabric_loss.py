@@ -1,8 +1,8 @@
 """The custom loss with Fabric: the loop's loss line, changed (Fabric has no loop of its own)."""
 from __future__ import annotations
 
-from adapters.custom.options import L1Weight
-from adapters.fabric import FabricAdapter
+from evalkit.adapters.custom.options import L1Weight
+from evalkit.adapters.fabric import FabricAdapter
 
 
 class FabricCustomLoss(L1Weight, FabricAdapter):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from transformers import TrainerCallback
 
-from adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
-from adapters.hf_trainer import HFTrainerAdapter
+from evalkit.adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
+from evalkit.adapters.hf_trainer import HFTrainerAdapter
 
 
 class ParamNormStop(TrainerCallback):

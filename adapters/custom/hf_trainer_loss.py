@@ -2,8 +2,8 @@
 (the Trainer still divides the returned loss for gradient accumulation)."""
 from __future__ import annotations
 
-from adapters.custom.options import L1Weight
-from adapters.hf_trainer import HFTrainerAdapter
+from evalkit.adapters.custom.options import L1Weight
+from evalkit.adapters.hf_trainer import HFTrainerAdapter
 
 
 class HFTrainerCustomLoss(L1Weight, HFTrainerAdapter):

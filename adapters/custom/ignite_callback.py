@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ignite.engine import Events
 
-from adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
-from adapters.ignite_engine import IgniteAdapter
+from evalkit.adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
+from evalkit.adapters.ignite_engine import IgniteAdapter
 
 
 class IgniteStopCallback(StopAtStep, IgniteAdapter):

@@ -1,8 +1,8 @@
 """The custom loss with Ignite: the `loss_fn(y_pred, y)` the training engine is built with, changed."""
 from __future__ import annotations
 
-from adapters.custom.options import L1Weight
-from adapters.ignite_engine import IgniteAdapter
+from evalkit.adapters.custom.options import L1Weight
+from evalkit.adapters.ignite_engine import IgniteAdapter
 
 
 class IgniteCustomLoss(L1Weight, IgniteAdapter):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import lightning as L
 
-from adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
-from adapters.lightning_trainer import LightningAdapter
+from evalkit.adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
+from evalkit.adapters.lightning_trainer import LightningAdapter
 
 
 class ParamNormStop(L.Callback):

@@ -1,8 +1,8 @@
 """The custom loss in Lightning: a LightningModule subclass overriding `training_step`."""
 from __future__ import annotations
 
-from adapters.custom.options import L1Weight
-from adapters.lightning_trainer import LightningAdapter
+from evalkit.adapters.custom.options import L1Weight
+from evalkit.adapters.lightning_trainer import LightningAdapter
 
 
 class LightningCustomLoss(L1Weight, LightningAdapter):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from poutyne import Callback
 
-from adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
-from adapters.poutyne import PoutyneAdapter
+from evalkit.adapters.custom.options import PARAM_NORM, StopAtStep, param_norm
+from evalkit.adapters.poutyne import PoutyneAdapter
 
 
 class ParamNormStop(Callback):

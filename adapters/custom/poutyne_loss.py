@@ -1,8 +1,8 @@
 """The custom loss with Poutyne: the `loss_function(y_pred, y)` the Model is built with, changed."""
 from __future__ import annotations
 
-from adapters.custom.options import L1Weight
-from adapters.poutyne import PoutyneAdapter
+from evalkit.adapters.custom.options import L1Weight
+from evalkit.adapters.poutyne import PoutyneAdapter
 
 
 class PoutyneCustomLoss(L1Weight, PoutyneAdapter):

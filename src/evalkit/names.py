@@ -75,6 +75,7 @@ ROLE_SWEEP = "sweep"                                # a sweep's parent run: its 
 ROLE_VERDICT = "verdict"                            # the run evalkit-verdict records its report in
 ROLE_PROBE, ROLE_PROBE_JOB = "probe", "probe_job"   # a probe run, and the jobs it runs (its children)
 PROBE = "evalkit.probe"                              # the probe's name, on its run
+YOUR_TASK = "evalkit.your_task"                     # "true" on a probe run that trained a team's task (not its own)
 TRAINER = "evalkit.trainer"                         # the trainer (`trainer.name`): baseline, lightning, ...
 MODE = "evalkit.mode"                               # aligned | defaults (`trainer.mode`)
 TASK = "evalkit.task"                               # the task it trains (`task.name`)

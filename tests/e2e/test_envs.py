@@ -90,7 +90,7 @@ def test_an_environment_is_created_once_and_runs_the_arms_workers_with_its_versi
     (env / "bin" / "python").chmod(0o755)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    job = run_evalkit(workdir, "trainer._target_=adapters.baseline.BaselineAdapter", "trainer.name=planted",
+    job = run_evalkit(workdir, "trainer._target_=evalkit.adapters.baseline.BaselineAdapter", "trainer.name=planted",
                       'trainer.requirements=["planted-wrapper==2.0"]', "trainer.env=planted-wrapper-2.0",
                       "train.max_steps=3", "task.n_train=128", "task.n_val=32", "train.val_every=0")
     assert job.returncode == 0, job.stderr[-3000:]

@@ -1,7 +1,11 @@
 """A folder named `adapters/` in the working directory cannot shadow evalkit's bundled adapters (issue 45): a user's
-project may have one, and `python -m evalkit.worker` started in that directory would import it instead. The worker
-and the warm server move the working directory last on sys.path; the user's own modules there still import."""
+project may have one, and `python -m evalkit.worker` started in that directory would import it. The adapters install
+as `evalkit.adapters` (setup.py), so `import adapters` means nothing of evalkit's; the worker and the warm server
+also move the working directory last on sys.path, and the user's own modules there still import."""
 from __future__ import annotations
+
+import subprocess
+import sys
 
 from helpers import job_runs, run_evalkit
 
@@ -20,3 +24,10 @@ def test_the_baseline_and_a_wrapper_train_beside_a_hostile_adapters_folder(workd
     jobs = [r for r in runs if r.data.tags.get("evalkit.role") == "job"]
     assert sorted(r.data.tags["evalkit.trainer"] for r in jobs) == ["baseline", "ignite"]
     assert all(r.info.status == "FINISHED" for r in jobs), [r.data.tags.get("evalkit.failure_reason") for r in jobs]
+
+
+def test_import_adapters_means_nothing_of_evalkits(tmp_path):
+    found = subprocess.run([sys.executable, "-c", "import importlib.util as u; print(u.find_spec('adapters'), "
+                            "u.find_spec('evalkit.adapters.baseline').origin)"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
+    assert found[0] == "None" and found[1].endswith("adapters/baseline.py"), found

@@ -115,7 +115,7 @@ def test_both_nodes_of_a_resumed_job_reuse_its_finished_run_wherever_they_meet(j
 
 def test_a_failing_rank_on_node_1_fails_both_nodes_with_its_cause(tmp_path):
     (tmp_path / "rank_fault.py").write_text(
-        "import os\nfrom adapters.baseline import BaselineAdapter\n\n\n"
+        "import os\nfrom evalkit.adapters.baseline import BaselineAdapter\n\n\n"
         "class FailsOnRank1(BaselineAdapter):\n    def fit(self, job):\n"
         "        if os.environ['RANK'] == '1':\n            raise RuntimeError('planted failure of rank 1')\n"
         "        super().fit(job)\n")

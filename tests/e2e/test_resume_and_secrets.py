@@ -42,7 +42,7 @@ def _workers_started(workdir) -> int:
     (["train.max_steps=10", "train.batch_size=16"], "train.batch_size=16, but the checkpoint was written with "
                                                     "train.batch_size=8: resume with train.batch_size=8"),
     (["train.max_steps=10", "trainer=ignite"], "it was written by trainer baseline "
-                                               "(adapters.baseline.BaselineAdapter), this job runs ignite"),
+                                               "(evalkit.adapters.baseline.BaselineAdapter), this job runs ignite"),
 ])
 def test_an_incompatible_resume_is_refused_before_any_worker_starts(step5, overrides, message):
     workdir, _, _, checkpoint = step5

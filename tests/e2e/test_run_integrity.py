@@ -124,7 +124,8 @@ def test_a_reused_run_directory_never_ships_the_previous_spool(workdir):
 
 def test_a_wrapper_is_never_recorded_under_the_baselines_name(workdir):
     """Item 3: `trainer._target_=<a wrapper>` under the default trainer=baseline was tagged baseline."""
-    proc = run_evalkit(workdir, "trainer._target_=adapters.accelerate_loop.AccelerateAdapter", "train.max_steps=2")
+    proc = run_evalkit(workdir, "trainer._target_=evalkit.adapters.accelerate_loop.AccelerateAdapter",
+                       "train.max_steps=2")
     assert proc.returncode != 0
     assert "is not the adapter of trainer=baseline" in proc.stderr and "use trainer=accelerate" in proc.stderr
     assert not (workdir / "mlflow.db").exists() or not job_runs(workdir)[1]

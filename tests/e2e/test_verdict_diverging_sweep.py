@@ -20,7 +20,7 @@ from evalkit.verdict.cli import main
 TINY = ["task.n_train=64", "task.n_val=32", "train.batch_size=8", "train.max_steps=10", "train.val_every=5"]
 NAN_FROM_STEP = 6
 ADAPTER = f'''
-    from adapters.baseline import BaselineAdapter
+    from evalkit.adapters.baseline import BaselineAdapter
 
     NAN_FROM_STEP = {NAN_FROM_STEP}
 

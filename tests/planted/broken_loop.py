@@ -3,7 +3,7 @@ maintenance run whose standard run fails, with no import figure and no release h
 importable with tests/planted on PYTHONPATH)."""
 from __future__ import annotations
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 from evalkit.contract import TrainJob
 
 

@@ -9,8 +9,8 @@ tests/e2e/test_probe_customization.py; importable with tests/planted on PYTHONPA
 """
 from __future__ import annotations
 
-from adapters.baseline import BaselineAdapter
-from adapters.custom.options import PARAM_NORM, L1Weight, StopAtStep, param_norm
+from evalkit.adapters.baseline import BaselineAdapter
+from evalkit.adapters.custom.options import PARAM_NORM, L1Weight, StopAtStep, param_norm
 
 
 class IgnoredLoss(L1Weight, BaselineAdapter):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fakewrap
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 
 
 class DeprecatedAdapter(BaselineAdapter):

@@ -3,7 +3,7 @@ token- and password-shaped values under these neutral keys of a job's config and
 output; the bundled adapters refuse keys they do not read (`option_names`)."""
 from __future__ import annotations
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 
 
 class NotedAdapter(BaselineAdapter):

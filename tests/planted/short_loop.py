@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 
 
 class ReturnsAtOnce(BaselineAdapter):

@@ -23,7 +23,7 @@ from typing import Any
 
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 from evalkit.contract import EffectiveConfig
 
 HELPER_PERIOD_S = 0.01

@@ -4,7 +4,7 @@ set fails ("state carried from an earlier job"). Two jobs forked one after the o
 (`evalkit.worker.zygote`) must both pass: each child starts from the server's state, which never trained."""
 from __future__ import annotations
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 from evalkit.contract import TrainJob
 
 TRAINED_HERE: list[int] = []      # the seeds of the jobs this process trained

@@ -10,7 +10,7 @@ tests/e2e/test_probe_functional.py; importable with tests/planted on PYTHONPATH)
 """
 from __future__ import annotations
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 from evalkit.contract import Precision, TrainJob, UnsupportedCombination
 
 FP32 = Precision("fp32", None, False)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from adapters.baseline import CHECKPOINT_FORMAT, BaselineAdapter
+from evalkit.adapters.baseline import CHECKPOINT_FORMAT, BaselineAdapter
 from evalkit.checkpoint import CorruptCheckpoint, latest_checkpoint, restore_rng, safe_load
 
 RESUME_WRONGS = ("no_rng", "no_optimizer", "no_scheduler", "repeat_step", "data_restart", "no_buffers")

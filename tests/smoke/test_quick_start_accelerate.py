@@ -12,7 +12,7 @@ import os
 import pytest
 from quick_start_spy import describe, run_clip_pair
 
-from adapters.accelerate_loop import AccelerateAdapter
+from evalkit.adapters.accelerate_loop import AccelerateAdapter
 from evalkit.contract import OWNED, Deviation
 
 pytestmark = pytest.mark.smoke

@@ -13,7 +13,7 @@ import os
 import pytest
 from quick_start_spy import describe, run_clip_pair
 
-from adapters.fabric import FabricAdapter
+from evalkit.adapters.fabric import FabricAdapter
 from evalkit.contract import OWNED, Deviation
 
 pytestmark = pytest.mark.smoke

@@ -11,7 +11,7 @@ import pytest
 from helpers import effective_config, job_runs, ok, run_evalkit
 from quick_start_spy import spy_path
 
-from adapters.hf_trainer import HFTrainerAdapter
+from evalkit.adapters.hf_trainer import HFTrainerAdapter
 from evalkit.contract import OWNED
 
 pytestmark = pytest.mark.smoke

@@ -14,7 +14,7 @@ import pytest
 from helpers import effective_config, job_runs, ok, run_evalkit
 from quick_start_spy import spy_path
 
-from adapters.ignite_engine import IgniteAdapter
+from evalkit.adapters.ignite_engine import IgniteAdapter
 from evalkit.contract import OWNED
 
 pytestmark = pytest.mark.smoke

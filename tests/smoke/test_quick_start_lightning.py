@@ -15,7 +15,7 @@ import pytest
 from helpers import effective_config, job_runs, ok, read_records, run_evalkit
 from quick_start_spy import describe, spy_path
 
-from adapters.lightning_trainer import LightningAdapter
+from evalkit.adapters.lightning_trainer import LightningAdapter
 from evalkit.contract import OWNED, Deviation
 
 pytestmark = pytest.mark.smoke

@@ -16,7 +16,7 @@ import os
 import pytest
 from quick_start_spy import describe, run_clip_pair
 
-from adapters.poutyne import DEPARTURES, QUICK_START, PoutyneAdapter
+from evalkit.adapters.poutyne import DEPARTURES, QUICK_START, PoutyneAdapter
 from evalkit.contract import OWNED
 
 pytestmark = pytest.mark.smoke

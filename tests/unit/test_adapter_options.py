@@ -46,8 +46,8 @@ def test_the_source_reading_agrees_with_the_imported_classes():
     """Read without importing (the controller's way), then imported (the worker's): the same keys, for every
     bundled adapter and each customization (a mixin's key joins its adapter's)."""
     targets = [trainer._target_ for trainer in bundled_trainers().values()]
-    targets += ["adapters.custom.ignite_loss.IgniteCustomLoss",
-                "adapters.custom.lightning_callback.LightningStopCallback"]
+    targets += ["evalkit.adapters.custom.ignite_loss.IgniteCustomLoss",
+                "evalkit.adapters.custom.lightning_callback.LightningStopCallback"]
     for target in targets:
         module, _, name = target.rpartition(".")
         saved = sys.modules.pop(module, None)
@@ -59,13 +59,13 @@ def test_the_source_reading_agrees_with_the_imported_classes():
         cls = getattr(importlib.import_module(module), name)
         assert from_source == declared_in(cls.__mro__), target
         assert from_source is not None, target
-    assert option_names("adapters.custom.ignite_loss.IgniteCustomLoss") == {"l1_weight"}
-    assert option_names("adapters.hf_trainer.HFTrainerAdapter") == {"loss_kwargs"}
+    assert option_names("evalkit.adapters.custom.ignite_loss.IgniteCustomLoss") == {"l1_weight"}
+    assert option_names("evalkit.adapters.hf_trainer.HFTrainerAdapter") == {"loss_kwargs"}
 
 
 def test_the_adapter_refuses_an_unknown_option_when_built():
-    from adapters.custom.ignite_loss import IgniteCustomLoss
-    from adapters.ignite_engine import IgniteAdapter
+    from evalkit.adapters.custom.ignite_loss import IgniteCustomLoss
+    from evalkit.adapters.ignite_engine import IgniteAdapter
 
     with pytest.raises(ValueError, match="trainer.options.gradient_acumulation is not an option of IgniteAdapter"):
         IgniteAdapter(options={"gradient_acumulation": 4})

@@ -122,3 +122,27 @@ def test_a_rule_the_code_breaks_is_reported(tmp_path, capfd, monkeypatch):
     code, out = _lint(str(tmp_path / "contracts.toml"), capfd)
     assert code == 1 and "BROKEN" in out
     assert "evalkit.controller.tracking -> mlflow" in out
+
+
+def core_imports_of_adapters(root) -> list[str]:
+    """Each `import evalkit.adapters...` / `from evalkit.adapters... import` under `root` (src/evalkit): adapters/
+    installs as evalkit.adapters from a folder of its own, which import-linter's graph of src/evalkit does not see."""
+    import ast
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(root)}: {n}" for n in names if n == "evalkit.adapters"
+                      or n.startswith("evalkit.adapters.")]
+    return found
+
+
+def test_evalkits_core_never_imports_the_adapters():
+    assert core_imports_of_adapters(REPO / "src" / "evalkit") == []
+
+
+def test_an_import_of_the_adapters_from_the_core_is_found(tmp_path):
+    (tmp_path / "sneaky.py").write_text("import os\nfrom evalkit.adapters.baseline import BaselineAdapter\n")
+    assert core_imports_of_adapters(tmp_path) == ["sneaky.py: evalkit.adapters.baseline"]

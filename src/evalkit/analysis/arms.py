@@ -8,7 +8,6 @@ import numpy as np
 
 from evalkit import names
 from evalkit.analysis.records import RunRecord
-from evalkit.tasks import CALIBER_TASK
 
 BASELINE = "baseline"
 
@@ -121,9 +120,9 @@ def group_arms(records: list[RunRecord]) -> dict[ArmKey, Arm]:
 
 
 def _judges(probe: RunRecord, key: ArmKey) -> bool:
-    """A probe run on the calibers' own task (CALIBER_TASK) judges the wrapper whatever task its arms train; one on
-    a team's task (probes.your_task) judges that task's arms only."""
-    return probe.task == CALIBER_TASK or probe.task == key.task
+    """A probe run at its own caliber judges the wrapper whatever task its arms train; one that trained a team's
+    task (`names.YOUR_TASK`, probes.your_task) judges that task's arms only."""
+    return probe.tag(names.YOUR_TASK) != "true" or probe.task == key.task
 
 
 def baseline_for(key: ArmKey, arms: dict[ArmKey, Arm]) -> Arm | None:

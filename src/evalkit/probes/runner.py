@@ -28,6 +28,7 @@ from evalkit.probes.base import PlannedJob, Probe
 from evalkit.probes.catalog import probe_from
 from evalkit.probes.evidence import JobEvidence, load_job, save_fixture
 from evalkit.probes.findings import ProbeResult
+from evalkit.probes.your_task import on_your_task
 from evalkit.strict_json import finite_only
 
 
@@ -86,6 +87,7 @@ class ProbeRun:
         cfg, probe = self.cfg, self.probe
         tags = run_tags(cfg, os.environ.get(names.SWEEP_ID_ENV), role=names.ROLE_PROBE)
         tags.update({names.PROBE: probe.name, names.TASK: probe.task(cfg), names.CALIBER: probe.caliber(cfg),
+                     names.YOUR_TASK: "true" if on_your_task(cfg) else None,
                      names.SEED: None, names.REPEAT: None, names.WORLD_SIZE: None, names.VAL_METRIC_MARGIN: None})
         if os.environ.get(names.PARENT_RUN_ENV):
             tags[names.MLFLOW_PARENT_RUN] = os.environ[names.PARENT_RUN_ENV]

@@ -67,7 +67,7 @@ class TinyLmTask(TaskConfig):                # evalkit.tasks.catalog.tiny_lm
 
 
 @dataclass
-class Resnet18Task(TaskConfig):              # evalkit.tasks.architectures.resnet18
+class Resnet18Task(TaskConfig):              # evalkit.tasks.resnet.resnet18
     n_train: int = MISSING
     n_val: int = MISSING
     image_size: int = MISSING
@@ -78,7 +78,7 @@ class Resnet18Task(TaskConfig):              # evalkit.tasks.architectures.resne
 
 
 @dataclass
-class HfCausalLmTask(TaskConfig):            # evalkit.tasks.architectures.hf_causal_lm
+class HfCausalLmTask(TaskConfig):            # evalkit.tasks.hf_causal_lm.hf_causal_lm
     n_train: int = MISSING
     n_val: int = MISSING
     vocab_size: int = MISSING

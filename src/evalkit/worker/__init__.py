@@ -5,15 +5,15 @@ import importlib
 import os
 import sys
 
-OWN_PACKAGES = ("adapters",)   # evalkit's other top-level package (pyproject: package-dir), found before the cwd
+OWN_PACKAGES = ("evalkit.adapters",)   # installed from adapters/ (setup.py), found before the cwd
 
 
 def working_directory_last() -> None:
     """`python -m evalkit.worker` puts the caller's working directory first on sys.path, so a folder there named
-    like one of evalkit's packages (a user's own `adapters/`) would be imported instead of it, wherever the
-    directory sits on sys.path when evalkit is installed in editable mode (its finder comes after every path).
-    Evalkit's own packages are found with the directory off the path, then it goes back, last: the user's own
-    modules there (a third party's adapter beside the command) still import."""
+    like a package the worker imports (a user's own `lightning/` or `transformers/`) would be imported instead of
+    it. The bundled adapters are found with the directory off the path (they install as `evalkit.adapters`, which no
+    folder there can be), then it goes back, last: the user's own modules there (a third party's adapter beside the
+    command) still import, and the installed packages come first."""
     if not sys.path or sys.path[0] not in ("", os.getcwd()):
         return
     cwd = sys.path.pop(0)

@@ -197,6 +197,7 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         if device.type == "cuda":
             torch.cuda.set_device(device)   # before any CUDA work: observers' events, NCCL, RNG use the current one
         warm_up_torch()
+        get_method(cfg.task._target_)   # the task's module and its imports (transformers for hf_causal_lm) now too
         import_rss = current_rss()
         task = build_task(cfg)
         if rank == 0:

@@ -15,7 +15,7 @@ pytest.importorskip("accelerate")
 from accelerate import Accelerator  # noqa: E402
 from accelerate.state import AcceleratorState, GradientState  # noqa: E402
 
-from adapters.accelerate_loop import AccelerateAdapter, normalization_deviations  # noqa: E402
+from evalkit.adapters.accelerate_loop import AccelerateAdapter, normalization_deviations  # noqa: E402
 from evalkit.contract import TrainJob  # noqa: E402
 from evalkit.tasks.catalog import TokenLoss, count_tokens  # noqa: E402
 

@@ -11,8 +11,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from adapters import hf_trainer  # noqa: E402
-from adapters.hf_trainer import HFTrainerAdapter, TokenWindowLoss  # noqa: E402
+from evalkit.adapters import hf_trainer  # noqa: E402
+from evalkit.adapters.hf_trainer import HFTrainerAdapter, TokenWindowLoss  # noqa: E402
 from evalkit.tasks.catalog import IGNORE_INDEX, count_tokens  # noqa: E402
 
 

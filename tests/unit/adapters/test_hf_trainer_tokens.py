@@ -19,7 +19,7 @@ import torch
 from helpers import compose_config
 from semantic_plants import record_in_process
 
-from adapters.hf_trainer import HFTrainerAdapter, task_module
+from evalkit.adapters.hf_trainer import HFTrainerAdapter, task_module
 from evalkit.probes.runner import probe_job_config
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.plan import tokens_job_name

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("lightning")
 
-from adapters.lightning_trainer import LightningAdapter  # noqa: E402
+from evalkit.adapters.lightning_trainer import LightningAdapter  # noqa: E402
 
 # the Trainer flags defaults mode may pass: each a translation of a run setting (tests/smoke/test_quick_start_lightning)
 TRANSLATED = {"accelerator", "devices", "precision", "max_steps", "accumulate_grad_batches", "gradient_clip_val",

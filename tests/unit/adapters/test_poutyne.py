@@ -14,7 +14,7 @@ pytest.importorskip("poutyne")
 
 from poutyne import Model  # noqa: E402
 
-from adapters import poutyne as adapter  # noqa: E402
+from evalkit.adapters import poutyne as adapter  # noqa: E402
 from evalkit.tasks.catalog import TokenLoss, count_tokens  # noqa: E402
 
 JOB = SimpleNamespace(task=SimpleNamespace(loss_terms=count_tokens))

@@ -142,7 +142,9 @@ def test_a_wrapper_in_its_own_environment_is_an_arm_of_its_own_named_after_it():
 def probe_run(task, probe="semantics", trainer="lightning"):
     return RunRecord(f"{probe}-{task}", "FINISHED", {"evalkit.role": "probe", "evalkit.probe": probe,
                                                      "evalkit.trainer": trainer, "evalkit.mode": "aligned",
-                                                     "evalkit.task": task}, {})
+                                                     "evalkit.task": task,
+                                                     **({"evalkit.your_task": "true"} if task != "mlp_regression"
+                                                        else {})}, {})
 
 
 def test_a_probe_on_a_teams_task_judges_that_tasks_arms_and_a_caliber_probe_every_arm():

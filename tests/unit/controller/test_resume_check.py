@@ -52,8 +52,8 @@ def _config(*overrides: str) -> dict:
     ("train.grad_clip=null", "train.grad_clip=null, but", "train.grad_clip=1.0"),
     ("task.n_train=64", "task.n_train=64, but", "task.n_train=2048"),
     ("task=tiny_lm", "task.name=tiny_lm, but", "task.name=mlp_regression"),
-    ("trainer=ignite", "it was written by trainer baseline (adapters.baseline.BaselineAdapter), this job runs "
-                       "ignite (adapters.ignite_engine.IgniteAdapter)", "trainer=baseline"),
+    ("trainer=ignite", "it was written by trainer baseline (evalkit.adapters.baseline.BaselineAdapter), this job runs "
+                       "ignite (evalkit.adapters.ignite_engine.IgniteAdapter)", "trainer=baseline"),
     ("trainer.mode=defaults", "trainer.mode=defaults, but", "trainer.mode=aligned"),
     ("train.max_steps=3", "train.max_steps=3 is not above the checkpoint's step 5", "train.max_steps=100"),
     ("train.max_steps=200", "train.max_steps=200, but the checkpoint's cosine schedule decays over "
@@ -128,7 +128,8 @@ def test_the_source_job_is_found_beside_the_checkpoint_even_after_its_run_dir_mo
     assert resume_tags(OmegaConf.create({"resume_from": path})) == {
         "evalkit.resumed_from": path, "evalkit.resumed_from_run": "abc123", "evalkit.resumed_at_step": "5"}
     cfg = OmegaConf.create(_config("train.max_steps=10", "trainer=ignite", f"resume_from={path}"))
-    assert "written by trainer baseline (adapters.baseline.BaselineAdapter), this job runs ignite" in check_resume(cfg)
+    assert ("written by trainer baseline (evalkit.adapters.baseline.BaselineAdapter), this job runs ignite"
+            in check_resume(cfg))
 
 
 def test_a_checkpoint_from_elsewhere_is_not_refused_but_warned_and_tagged(tmp_path, capsys):
@@ -159,9 +160,9 @@ def test_the_controller_checks_the_class_only_where_importing_it_imports_no_wrap
 
     assert "is not an evalkit adapter" in adapter_class_problem("collections.Counter")   # standard library
     assert "Controller has no fit()" in adapter_class_problem("evalkit.controller.job.Controller")  # imported
-    if "adapters.ignite_engine" not in sys.modules:
-        assert adapter_class_problem("adapters.ignite_engine.IgniteAdapter") is None
-        assert "adapters.ignite_engine" not in sys.modules                                # left to the worker
+    if "evalkit.adapters.ignite_engine" not in sys.modules:
+        assert adapter_class_problem("evalkit.adapters.ignite_engine.IgniteAdapter") is None
+        assert "evalkit.adapters.ignite_engine" not in sys.modules                                # left to the worker
     assert adapter_class_problem("nosuchpackage.Adapter") is None
 
 
@@ -176,7 +177,7 @@ SECRETS = [
     "3f786850e387550fdab836ed7e6dc881de23001b1c5e",                                  # long hex, neutral key
 ]
 NOT_SECRETS = [
-    "/home/Alice/Projects/Model2024/checkpoints/step_00000005.pt", "adapters.accelerate_loop.AccelerateAdapter",
+    "/home/Alice/Projects/Model2024/checkpoints/step_00000005.pt", "evalkit.adapters.accelerate_loop.AccelerateAdapter",
     "sqlite:////tmp/pytest-of-root/pytest-0/test_resume0/mlflow.db", "http://mlflow.example.com:5000/",
     "4642a55cc4ca40c7a6c325707289a64b", "1083f8bd-d334-427c-9b01-19c8048bbf51",        # run id, UUID
     "ResNet50ImageNetPretrainedCheckpointV2", "my_very_long_experiment_name_2024_v3_final_run",

@@ -36,29 +36,31 @@ ENV = {"PYTHONPATH": "/repo", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "R
 
 
 def test_one_server_per_adapter_and_environment_whatever_the_rank_threads_and_position(servers):
-    first = warm.server_for("adapters.fabric.FabricAdapter", ENV)
+    first = warm.server_for("evalkit.adapters.fabric.FabricAdapter", ENV)
     # rank 1 of a job at world size 2: other rank variables, one thread each, another position in the sweep
     # and MLflow's variables, which the controller sets as it goes and no worker import reads
     other = {**ENV, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "RANK": "1", "WORLD_SIZE": "2",
              "EVALKIT_SWEEP_POSITION": "2/6", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
-    assert warm.server_for("adapters.fabric.FabricAdapter", other) is first
+    assert warm.server_for("evalkit.adapters.fabric.FabricAdapter", other) is first
     # what the imports may read (a path, a wrapper's variable) makes another server; so does another adapter
-    assert warm.server_for("adapters.fabric.FabricAdapter", {**ENV, "PYTHONPATH": "/elsewhere"}) is not first
-    assert warm.server_for("adapters.baseline.BaselineAdapter", ENV) is not first
+    assert warm.server_for("evalkit.adapters.fabric.FabricAdapter", {**ENV, "PYTHONPATH": "/elsewhere"}) is not first
+    assert warm.server_for("evalkit.adapters.baseline.BaselineAdapter", ENV) is not first
     # the wrapper modules it imports (the trainer's `modules`) are the server's too
-    lightning = warm.server_for("adapters.fabric.FabricAdapter", ENV, ("lightning.fabric",))
+    lightning = warm.server_for("evalkit.adapters.fabric.FabricAdapter", ENV, ("lightning.fabric",))
     assert lightning is not first and lightning.modules == ("lightning.fabric",)
     # another adapter of the same wrapper (a customization's subclass) forks from that server, importing its module
     # in the child; an adapter naming no module does not share
-    assert warm.server_for("adapters.custom.fabric_loss.FabricCustomLoss", ENV, ("lightning.fabric",)) is lightning
-    assert warm.server_for("third.party.Adapter", ENV) is not warm.server_for("adapters.baseline.BaselineAdapter", ENV)
+    assert warm.server_for("evalkit.adapters.custom.fabric_loss.FabricCustomLoss", ENV,
+                           ("lightning.fabric",)) is lightning
+    assert warm.server_for("third.party.Adapter", ENV) is not warm.server_for(
+        "evalkit.adapters.baseline.BaselineAdapter", ENV)
     assert len(servers) == 5
 
 
 def test_a_wrapper_environment_forks_from_a_server_of_its_own_interpreter(servers):
     """trainer.env: the environment's interpreter imports its wrapper's version; a server of evalkit's interpreter
     would fork workers with evalkit's version, so the interpreter is part of a server's identity."""
-    ignite, env_python = ("adapters.ignite_engine.IgniteAdapter", ENV, ("ignite.engine",)), "/envs/i/bin/python"
+    ignite, env_python = ("evalkit.adapters.ignite_engine.IgniteAdapter", ENV, ("ignite.engine",)), "/envs/i/bin/python"
     own = warm.server_for(*ignite)
     other = warm.server_for(*ignite, env_python)
     assert other is not own and other.python == env_python

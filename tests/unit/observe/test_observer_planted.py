@@ -23,7 +23,7 @@ sys.path.insert(0, str(PLANTED))
 
 from planted_loop import WRONGS, PlantedAdapter  # noqa: E402
 
-from adapters.baseline import BaselineAdapter  # noqa: E402
+from evalkit.adapters.baseline import BaselineAdapter  # noqa: E402
 from evalkit.observe.hooks import SCHEDULERS  # noqa: E402
 from evalkit.observe.observer import Observer  # noqa: E402
 from evalkit.probes.semantics.plan import TRUTH_CALIBER  # noqa: E402

@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 from torch.optim import optimizer as torch_optimizer
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 from evalkit.config import EvalkitConfig
 from evalkit.observe.dtypes import compute_layer
 from evalkit.observe.observer import Observer

@@ -57,7 +57,7 @@ def test_on_a_teams_task_a_probe_job_trains_it_with_the_calibers_training_and_da
 
 def test_a_third_party_task_gets_the_data_sizes_it_takes_and_a_note_for_those_it_does_not(compose):
     cfg = compose("probe=stability", "trainer=baseline", "task=third_party", "task.name=mine",
-                  "task._target_=evalkit.tasks.architectures.resnet18", "+task.extra.n_train=100",
+                  "task._target_=evalkit.tasks.resnet.resnet18", "+task.extra.n_train=100",
                   "+task.extra.n_val=10", "+task.extra.image_size=8", "+task.extra.channels=1", "+task.extra.width=4",
                   "+task.extra.classes=3", "+task.extra.noise=1.0")
     probe = load_probe("stability")

@@ -118,7 +118,8 @@ def analyse(custom_path: str, plain_path: str | None, wrapper_packages: tuple[st
 
 def cost_for(module_name: str, plain_module: str | None = None,
              wrapper_packages: tuple[str, ...] = ()) -> SourceCost:
-    """`analyse` for dotted module names (`adapters.custom.lightning_loss`, `adapters.lightning_trainer`), their
+    """`analyse` for dotted module names (`evalkit.adapters.custom.lightning_loss`,
+    `evalkit.adapters.lightning_trainer`), their
     files found with `importlib.util.find_spec` (which imports a submodule's parent packages, never the module)."""
     plain_path = module_path(plain_module) if plain_module else None
     return analyse(module_path(module_name), plain_path, wrapper_packages)
@@ -343,7 +344,7 @@ class _Scanner(ast.NodeVisitor):
         return any(qualified == p or qualified.startswith(p + ".") for p in self.packages)
 
     def _is_plain(self, qualified: str) -> bool:
-        """A name taken from the plain adapter module (`adapters.lightning_trainer.LightningAdapter`)."""
+        """A name taken from the plain adapter module (`evalkit.adapters.lightning_trainer.LightningAdapter`)."""
         return "." in qualified and self._is_plain_module(qualified.rsplit(".", 1)[0])
 
     def _is_plain_module(self, module: str) -> bool:

@@ -32,7 +32,7 @@ def test_each_recording_holds_both_jobs_and_both_sources(name):
     assert sorted(measured["sources"]) == ["callback", "loss"] and measured["limits"]["max_private"] == 0
     control = measured["control"]                # the baseline's own customizations, measured in the same run
     assert control["trainer"] == "baseline" and sorted(control["sources"]) == ["callback", "loss"]
-    assert control["sources"]["loss"]["module"] == "adapters.custom.baseline_loss.BaselineCustomLoss"
+    assert control["sources"]["loss"]["module"] == "evalkit.adapters.custom.baseline_loss.BaselineCustomLoss"
 
 
 def test_the_baselines_customizations_take_effect_and_cost_a_few_lines():
@@ -45,7 +45,7 @@ def test_the_baselines_customizations_take_effect_and_cost_a_few_lines():
     assert figures["loss_line_ratio"] == figures["callback_line_ratio"] == 1.0       # it is its own control
     assert figures["private_touches"] == 0
     assert result["headline"].startswith("loss ") and result["headline"].endswith("0 private")
-    assert "training_loss (adapters.baseline.BaselineAdapter)" in result["sections"][0]
+    assert "training_loss (evalkit.adapters.baseline.BaselineAdapter)" in result["sections"][0]
 
 
 def test_a_custom_loss_that_is_computed_but_ignored_is_caught():

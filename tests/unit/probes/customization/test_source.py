@@ -308,7 +308,7 @@ def test_the_real_plain_adapters_are_analysed():
     assert {"name": "training_step", "base": "lightning.LightningModule"}.items() <= \
         next(h for h in lightning.hooks_overridden if h["name"] == "training_step").items()
     assert "lightning.Trainer" in lightning.wrapper_symbols
-    baseline = cost_for("adapters.custom.baseline_loss", "adapters.baseline", ())
+    baseline = cost_for("evalkit.adapters.custom.baseline_loss", "evalkit.adapters.baseline", ())
     assert baseline.notes == [] and baseline.private_touches == []
     assert [h["name"] for h in baseline.hooks_overridden] == ["training_loss"]
     assert baseline.lines_added < baseline.lines_total_plain
@@ -326,6 +326,6 @@ def test_the_real_plain_adapters_are_analysed():
     ("fabric_callback", "fabric", ("lightning",), {"callbacks"}),
 ])
 def test_the_bundled_customizations_show_the_hooks_they_use(module, plain, packages, hooks):
-    cost = cost_for(f"adapters.custom.{module}", f"adapters.{plain}", packages)
+    cost = cost_for(f"evalkit.adapters.custom.{module}", f"evalkit.adapters.{plain}", packages)
     assert cost.notes == [] and cost.private_touches == []
     assert {h["name"] for h in cost.hooks_overridden} == hooks

@@ -19,9 +19,9 @@ from evalkit.config import ObserveConfig, TrainConfig
 
 IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")     # snake_case with at least one underscore
 JUDGE = REPO / "src" / "evalkit" / "probes" / "semantics"
-ADAPTERS = {"lightning": "adapters.lightning_trainer", "fabric": "adapters.fabric",
-            "accelerate": "adapters.accelerate_loop", "hf_trainer": "adapters.hf_trainer",
-            "ignite": "adapters.ignite_engine", "poutyne": "adapters.poutyne"}
+ADAPTERS = {"lightning": "evalkit.adapters.lightning_trainer", "fabric": "evalkit.adapters.fabric",
+            "accelerate": "evalkit.adapters.accelerate_loop", "hf_trainer": "evalkit.adapters.hf_trainer",
+            "ignite": "evalkit.adapters.ignite_engine", "poutyne": "evalkit.adapters.poutyne"}
 
 
 def keywords(*apis) -> set[str]:

@@ -304,7 +304,7 @@ def test_a_documented_refusal_is_no_semantics_finding_but_every_job_refused_is_n
     functional column counts it; the jobs it ran are judged; a refusal of another kind is still a finding."""
     reason = ("UnsupportedCombination: world size 2: no multi-process training "
               "[refusal: documented-unsupported, see https://poutyne.org/model.html]")
-    poutyne = {"name": "poutyne", "_target_": "adapters.poutyne.PoutyneAdapter"}     # its page is of its docs
+    poutyne = {"name": "poutyne", "_target_": "evalkit.adapters.poutyne.PoutyneAdapter"}     # its page is of its docs
     refused = {name: replace(job, status="FAILED", tags={**job.tags, evidence.names.FAILURE_REASON: reason},
                              config={**job.config, "trainer": poutyne})
                for name, job in jobs.items() if name.startswith("ws2")}

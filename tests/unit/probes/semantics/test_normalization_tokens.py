@@ -15,7 +15,7 @@ import torch
 from helpers import PLANTED, compose_config
 from semantic_plants import codes, record_in_process
 
-from adapters.baseline import BaselineAdapter
+from evalkit.adapters.baseline import BaselineAdapter
 from evalkit.probes.runner import probe_job_config
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.oracle import Caliber, GradientOracle, expected_windows

@@ -1,15 +1,11 @@
-"""Real architectures as bundled tasks, built offline from code: no weights or data are ever downloaded.
+"""torchvision's ResNet-18 as a bundled task, built offline from code on generated images (`task=resnet18`).
 
-`resnet18`: torchvision's ResNet-18 (BasicBlock, stages of 2, 2, 2, 2 blocks, BatchNorm after every convolution)
-written out in torch.nn, on generated images. torchvision's own `resnet18` is not imported: PyPI's torchvision
-wheels are built against one torch release each and fail to import beside another ("operator torchvision::nms does
-not exist" beside torch 2.13.0), so depending on it would pin the torch a team evaluates. The layer structure,
-initialisation and forward are torchvision's (torchvision/models/resnet.py, 0.2x); `width` scales every stage
-(torchvision: 64), so the same network fits a CPU test.
-
-`hf_causal_lm`: a Hugging Face GPT-2 built from a `GPT2Config` (never `from_pretrained`), with its input and output
-embeddings tied, fed an attention mask that hides the right padding, on tiny_lm's token sequences. It needs the
-`hf_trainer` extra (transformers).
+The network (BasicBlock, stages of 2, 2, 2, 2 blocks, BatchNorm after every convolution) is written out in torch.nn:
+torchvision's own `resnet18` is not imported, since PyPI's torchvision wheels are built against one torch release
+each and fail to import beside another ("operator torchvision::nms does not exist" beside torch 2.13.0), so depending
+on it would pin the torch a team evaluates. The layer structure, initialisation and forward are torchvision's
+(torchvision/models/resnet.py, 0.2x); `width` scales every stage (torchvision: 64), so the same network fits a CPU
+test.
 """
 from __future__ import annotations
 
@@ -17,20 +13,9 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from evalkit.tasks.catalog import (
-    PAD_TOKEN,
-    Metric,
-    Task,
-    TokenLoss,
-    _accuracy_stats,
-    _generator,
-    count_tokens,
-    markov_tokens,
-    perplexity,
-)
+from evalkit.tasks.catalog import Metric, Task, _accuracy_stats, _generator
 
 
-# ---------------------------------------------------------------- resnet18
 class BasicBlock(nn.Module):
     """torchvision's BasicBlock: two 3x3 convolutions with BatchNorm, a projected shortcut where the shape changes."""
 
@@ -100,43 +85,3 @@ def resnet18(seed: int, *, n_train: int, n_val: int, image_size: int, channels: 
     model = ResNet18(channels, classes, width)
     return Task("resnet18", model, split(n_train, 2), split(n_val, 3), nn.CrossEntropyLoss(),
                 Metric("accuracy", True, _accuracy_stats, scale="absolute"))
-
-
-# ---------------------------------------------------------------- hf_causal_lm
-class CausalLM(nn.Module):
-    """A Hugging Face causal LM seen through evalkit's task contract: token ids in, logits out. The attention mask
-    hides the pad tokens (PAD_TOKEN) from attention; `lm` is the transformers model itself (its `config`,
-    `save_pretrained`, tied embeddings)."""
-
-    def __init__(self, lm: nn.Module):
-        super().__init__()
-        self.lm = lm
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.lm(input_ids=tokens, attention_mask=(tokens != PAD_TOKEN).long()).logits
-
-
-def _transformers():
-    try:
-        import transformers
-    except ImportError as exc:
-        raise ImportError("task=hf_causal_lm builds a transformers model, and transformers is not installed: "
-                          "pip install 'evalkit[hf_trainer]' (or choose another task)") from exc
-    return transformers
-
-
-def hf_causal_lm(seed: int, *, n_train: int, n_val: int, vocab_size: int, seq_len: int, hidden: int, depth: int,
-                 n_heads: int) -> Task:
-    """A GPT-2 (`transformers.GPT2LMHeadModel`) built from a `GPT2Config` (`hidden`: n_embd, `depth`: n_layer,
-    `n_heads`: n_head; dropout off, so a step depends on its data only; input and output embeddings tied) on tiny_lm's
-    token sequences: the loss is the token mean over a micro-batch's non-pad targets (`Task.loss_terms`). Metric:
-    perplexity over non-pad tokens (lower is better)."""
-    transformers = _transformers()
-    train, val = markov_tokens(seed, n_train, n_val, vocab_size, seq_len)
-    config = transformers.GPT2Config(vocab_size=vocab_size, n_positions=seq_len, n_embd=hidden, n_layer=depth,
-                                     n_head=n_heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                     tie_word_embeddings=True, bos_token_id=PAD_TOKEN, eos_token_id=PAD_TOKEN,
-                                     pad_token_id=PAD_TOKEN)
-    torch.manual_seed(seed)
-    model = CausalLM(transformers.GPT2LMHeadModel(config))
-    return Task("hf_causal_lm", model, train, val, TokenLoss(), perplexity(), loss_terms=count_tokens)
