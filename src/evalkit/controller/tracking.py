@@ -99,7 +99,7 @@ def _check_server(uri: str, timeout_s: float) -> None:
     base, headers = _without_credentials(uri)
     for path in ("/health", MLFLOW_API_PROBE):
         try:
-            status, body = _http_get(base + path, headers, timeout_s)
+            status, body = _patient_get(base + path, headers, timeout_s)
         except urllib.error.HTTPError as exc:
             status, body = exc.code, b""
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
@@ -133,6 +133,23 @@ def _without_credentials(uri: str) -> tuple[str, dict[str, str]]:
         headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", "")), headers
+
+
+SLOW_SERVER_TRIES = 3     # a server that times out is asked again, each time waiting twice as long (5, 10, 20 s)
+
+
+def _patient_get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, bytes]:
+    """`_http_get`, asked again with twice the timeout when the server is slow to answer (a loaded machine, a
+    server's first request): only a refused connection or SLOW_SERVER_TRIES timeouts in a row mean unreachable
+    (measured: an auth-enabled server on PostgreSQL started beside a 2-core test run once took over 5 s)."""
+    for attempt in range(SLOW_SERVER_TRIES):
+        try:
+            return _http_get(url, headers, timeout_s * 2 ** attempt)
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if not isinstance(reason, TimeoutError) or attempt == SLOW_SERVER_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")   # the loop returns or raises
 
 
 def _http_get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, bytes]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import logging
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -88,6 +90,36 @@ def test_check_sends_the_uri_or_environment_credentials_and_never_shows_the_pass
     _FakeMlflow.html = True
     with pytest.raises(tracking.TrackingUnavailable, match="not an MLflow tracking server .*not an MLflow answer"):
         tracking.check_reachable(f"http://127.0.0.1:{port}")
+
+
+class _SlowFirst(_FakeMlflow):
+    """Answers its first request only after 0.5 s (a server warming up under load), the others at once."""
+
+    asked = 0
+
+    def do_GET(self):  # noqa: N802 - the http.server API
+        type(self).asked += 1
+        if type(self).asked == 1:
+            time.sleep(0.5)
+        super().do_GET()
+
+
+def test_a_slow_server_is_asked_again_with_a_longer_wait_and_a_silent_one_is_unreachable():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowFirst)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()                 # accepts connections, never answers
+    try:
+        tracking.check_reachable(f"http://bob:s3cret@127.0.0.1:{server.server_address[1]}", timeout_s=0.2)
+        assert _SlowFirst.asked == 3   # /health timed out at 0.2 s, answered at 0.4 s; then the API call
+        started = time.monotonic()
+        with pytest.raises(tracking.TrackingUnavailable, match="is unreachable .*timed out"):
+            tracking.check_reachable(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_s=0.1)
+        assert time.monotonic() - started >= 0.1 + 0.2 + 0.4      # asked three times, each wait twice the last
+    finally:
+        server.shutdown()
+        silent.close()
 
 
 def test_hydra_launcher_log_masks_the_password_and_secret_values(caplog):
