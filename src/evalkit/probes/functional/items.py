@@ -92,8 +92,7 @@ def step_problem(job: JobEvidence, first: int, last: int) -> tuple[str, int | No
     if steps[0] != first:
         restart = " (started over instead of continuing)" if steps[0] == 1 and first > 1 else ""
         return f"first recorded step {steps[0]}, expected {first}{restart}", steps[0]
-    skipped = int(job.summary.get("skipped_steps") or 0)    # fp16: windows the GradScaler skipped (inf/nan)
-    last_taken = last - skipped if steps[-1] + skipped == last else last
+    last_taken = last_step_taken(job, last)
     missing = sorted(set(range(first, last_taken + 1)) - set(steps))
     if steps[-1] < last_taken:
         return f"stopped after step {steps[-1]} of {last}", steps[-1]
@@ -104,10 +103,18 @@ def step_problem(job: JobEvidence, first: int, last: int) -> tuple[str, int | No
     return "", None
 
 
+def last_step_taken(job: JobEvidence, last: int) -> int:
+    """The step number the job's last window got: `last`, less the windows the GradScaler skipped (fp16: inf/nan
+    gradients, no optimizer step and no step number) when the recorded steps end exactly that many short."""
+    skipped = int(job.summary.get("skipped_steps") or 0)
+    steps = step_numbers(job)
+    return last - skipped if skipped and steps and steps[-1] + skipped == last else last
+
+
 def final_metric(job: JobEvidence) -> tuple[str, float | None]:
     """(`val/<metric>`, its value at the job's last step; None when there is none)."""
     metric = job.tags.get(names.VAL_METRIC) or "loss"
-    last = setting(job, "max_steps")
+    last = last_step_taken(job, setting(job, "max_steps"))
     values = [r.get(metric) for r in job.val if r.get("step") == last and r.get(metric) is not None]
     try:
         return f"val/{metric}", float(values[-1]) if values else None
