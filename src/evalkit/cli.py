@@ -40,7 +40,7 @@ LAUNCHER_LOGGERS = ("hydra._internal.core_plugins.basic_launcher",
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
 def _app(cfg: DictConfig):
-    problems = validate(cfg)
+    problems = _from_srun(cfg) or validate(cfg)
     if problems:   # nothing recorded: an invalid config is not a run
         for problem in problems:
             print(f"evalkit: invalid config: {problem}", file=sys.stderr)
@@ -74,6 +74,21 @@ def _app(cfg: DictConfig):
     if result.run_id and HydraConfig.get().mode != RunMode.MULTIRUN:   # a sweep prints its parent's instead
         _print_address(cfg, result.run_id)
     return result
+
+
+def _from_srun(cfg: DictConfig) -> list[str]:
+    """Under a multi-node `srun`, the node settings SLURM's variables give (controller/srun.py), where the command
+    line gave none; a problem when srun's layout is not one evalkit per node."""
+    from evalkit.controller.srun import SrunLayoutError, srun_settings
+
+    given = {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+    try:
+        found = srun_settings(os.environ, cfg.distributed.get("shared_root"), given)
+    except SrunLayoutError as exc:
+        return [str(exc)]
+    for key, value in found.items():
+        cfg.distributed[key] = value
+    return []
 
 
 def _print_address(cfg: DictConfig, run_id: str) -> None:

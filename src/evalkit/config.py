@@ -99,6 +99,9 @@ class DistributedConfig:
     node_rank: int = 0
     master_port: Optional[int] = None   # rank 0's port; null = a free one (one node only: every node must agree)
     shared_dir: Optional[str] = None    # required with nnodes > 1 (see above); one folder per job
+    # Under `srun --nodes=N --ntasks-per-node=1 evalkit ...` nnodes, node_rank, master_addr and master_port come from
+    # SLURM's variables, and shared_dir is <shared_root>/slurm-<job id>.<step id> (controller/srun.py)
+    shared_root: Optional[str] = None
     node_timeout_s: float = 300.0    # how long a node waits for the others to start, and node 0 for their reports
 
 
@@ -377,7 +380,8 @@ def _node_problems(cfg: DictConfig) -> list[str]:
         problems.append(f"distributed.shared_dir=null with distributed.nnodes={nnodes}: the nodes meet in a folder "
                         "every node sees (node 0 records the other nodes' ranks from it); set it to a folder on a "
                         "shared filesystem, the same path on every node, one per job (e.g. "
-                        "distributed.shared_dir=/shared/evalkit/job-1)")
+                        "distributed.shared_dir=/shared/evalkit/job-1; under srun, distributed.shared_root=/shared/"
+                        "evalkit gives each step a folder of its own)")
     probe = cfg.get("probe")
     if probe is not None and probe.get("name", "none") != "none":
         problems.append(f"probe={probe.name} with distributed.nnodes={nnodes}: a probe runs its jobs on one node; "

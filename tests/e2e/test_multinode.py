@@ -142,3 +142,26 @@ def test_a_misconfigured_multinode_job_exits_non_zero_before_recording(tmp_path,
     lines = [line for line in proc.stderr.splitlines() if line.startswith("evalkit: invalid config:")]
     assert len(lines) == 1 and key in lines[0], proc.stderr[-2000:]
     assert not os.path.exists(tmp_path / "mlflow.db") and not os.path.exists("/shared/job")
+
+
+def test_srun_on_two_nodes_needs_no_node_flags(tmp_path):
+    """`srun --nodes=2 --ntasks-per-node=1 evalkit ...` (issue 47): each node's evalkit reads its node rank, the node
+    count, rank 0's host and port and the step's shared folder from SLURM's variables, as srun sets them on two
+    nodes (both here on 127.0.0.1: a host list of two names for one machine)."""
+    root, job_id = str(tmp_path), str(900000 + free_port() % 1000)
+    step = {"SLURM_JOB_ID": job_id, "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "2",
+            "SLURM_STEP_NODELIST": "localhost,ip6-localhost", "SLURM_JOB_NODELIST": "localhost,ip6-localhost"}
+    common = [*JOB, f"distributed.shared_root={root}/shared", f"tracking.uri={store_uri(root)}"]
+    procs = [start_evalkit(os.path.join(root, f"node{k}"), *common,
+                           env={**step, "SLURM_PROCID": str(k), "SLURM_NODEID": str(k)}) for k in (0, 1)]
+    ends = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        ends.append((proc.returncode, err))
+    assert [code for code, _ in ends] == [0, 0], ends[0][1][-2000:] + ends[1][1][-2000:]
+    _, runs = job_runs(root)
+    (run,) = runs
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["evalkit.run_dir"] == os.path.join(root, "shared", f"slurm-{job_id}.0")
+    assert run.data.params["distributed.nnodes"] == "2" and run.data.params["distributed.master_addr"] == "localhost"
+    assert "perf/peak_mem_bytes_rank1" in run.data.metrics                   # node 1's rank is in the run

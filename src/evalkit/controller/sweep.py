@@ -15,7 +15,8 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
-from evalkit.controller import tracking
+from evalkit.controller import ledger, tracking
+from evalkit.controller.ledger import entries as ledger_entries
 from evalkit.controller.progress import POSITION_ENV, hush_libraries, say, time_left
 from evalkit.controller.sweep_state import SweepState
 from evalkit.controller.sweep_summary import summarize
@@ -26,7 +27,6 @@ _active: list["SweepCallback"] = []      # the sweep of this process, while it r
 _ended: list[int] = []                   # failed jobs of each sweep this process ended (its exit code)
 _not_ended: list[str] = []               # sweeps whose parent run the store did not let this process end
 _waiting: list[int] = []                 # of those failed jobs, the ones whose records still wait for the store
-LEDGER = ".evalkit_jobs_{sweep_id}.jsonl"   # in the sweep directory: a line per finished job, from any process
 
 
 def sweep_ended() -> bool:
@@ -56,27 +56,11 @@ def forget_ended() -> None:
         state.clear()
 
 
-def append_line(path: str, line: str) -> None:
-    """One line appended in one write (O_APPEND): lines of parallel processes never interleave."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
-
-
-def read_lines(path: str) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def waiting_jobs(ledger: str) -> list[str]:
     """The run directories of the sweep's jobs whose records still wait for the store (not shipped since)."""
-    entries = read_lines(ledger)
-    shipped = {e["shipped"] for e in entries if e.get("shipped")}
-    return [e["unshipped"] for e in entries if e.get("unshipped") and e["unshipped"] not in shipped]
+    filed = ledger_entries(ledger)
+    shipped = {e["shipped"] for e in filed if e.get("shipped")}
+    return [e["unshipped"] for e in filed if e.get("unshipped") and e["unshipped"] not in shipped]
 
 
 def parallel_jobs(config: DictConfig) -> int:
@@ -181,7 +165,7 @@ class SweepCallback(Callback):
                                                                 fields["sweep_id"])
         sweep.overrides, sweep.total, sweep.state = fields["overrides"], fields["total"], state
         sweep.sweep_dir, sweep.ledger = sweep_dir, os.path.join(sweep_dir, fields["ledger"])
-        last = max(os.path.getmtime(p) for p in (state.path, sweep.ledger) if os.path.exists(p))
+        last = max(t for t in (os.path.getmtime(state.path), ledger.last_change(sweep.ledger)) if t is not None)
         seconds = (fields.get("end") or {}).get("seconds", last - fields["started_wall"])
         sweep.started = time.monotonic() - seconds     # the summary's duration: the sweep's, not the outage's
         sweep.ended_wall = fields["started_wall"] + seconds   # its parent's end: the sweep's, not the ship's
@@ -222,7 +206,7 @@ class SweepCallback(Callback):
         self.side_by_side = min(parallel, self.total or parallel)
         sweep_dir = os.path.abspath(config.hydra.sweep.dir)
         os.makedirs(sweep_dir, exist_ok=True)
-        self.ledger = os.path.join(sweep_dir, LEDGER.format(sweep_id=sweep_id))
+        self.ledger = ledger.path_for(sweep_dir, sweep_id)
         self.sweep_dir = sweep_dir
         self.state = SweepState.create(sweep_dir, sweep_id, parent_run_id=self.parent_id, tracking_uri=uri,
                                        experiment_id=self.experiment_id, overrides=self.overrides,
@@ -244,8 +228,9 @@ class SweepCallback(Callback):
             os.environ[POSITION_ENV] = f"{num}/{self.total}" if self.total else str(num)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
-        """Each job's end goes to the sweep's ledger, a file every process appends to: with a parallel launcher
-        (joblib) this runs in the process that ran the job, where this object is a copy."""
+        """Each job's end goes to the sweep's ledger, an entry of its own whichever process or host files it
+        (`ledger`): with a parallel launcher (joblib, submitit) this runs in the process that ran the job, where
+        this object is a copy."""
         os.environ.pop(POSITION_ENV, None)
         os.environ.pop(names.SIDE_BY_SIDE_ENV, None)
         if self.parent_id is None:
@@ -260,7 +245,7 @@ class SweepCallback(Callback):
                          overrides=" ".join(redact_override(o) for o in config.hydra.overrides.task),
                          reason=getattr(result, "reason", None) or (f"{type(error).__name__}: {error}" if error else
                                                                     "refused before it was recorded (see its output)"))
-        append_line(self.ledger, json.dumps(entry))
+        ledger.add(self.ledger, entry)
         self.count()
         say(config.tracking.progress,
             progress_line(self.sweep_id, self.jobs, self.total, self.failed, time.monotonic() - self.started))
@@ -268,7 +253,7 @@ class SweepCallback(Callback):
     def count(self) -> None:
         """jobs, failed and reused from the ledger: the jobs of every process of the sweep (a job whose records
         waited for the store counts as it ended when the sweep shipped them)."""
-        lines = read_lines(self.ledger)
+        lines = ledger_entries(self.ledger)
         shipped = {e["shipped"]: e for e in lines if e.get("shipped")}
         entries = [shipped.get(e.get("unshipped"), e) for e in lines if not e.get("shipped")]
         self.jobs, self.failed = len(entries), sum(not e["ok"] for e in entries)
@@ -305,8 +290,8 @@ class SweepCallback(Callback):
                 still += 1
                 continue
             entry = {"run_id": result.run_id, "ok": result.ok, "reused": False}
-            append_line(self.ledger, json.dumps({"shipped": run_dir, **entry} if run_dir in waiting else
-                                                {**entry, "unshipped": None, "reason": result.reason}))
+            ledger.add(self.ledger, {"shipped": run_dir, **entry} if run_dir in waiting else
+                       {**entry, "unshipped": None, "reason": result.reason})
             why = "the store answers again" if run_dir in waiting else "its job's process had stopped"
             say(progress, f"[evalkit] sweep {self.sweep_id}: {why}: {run_dir} recorded as run {result.run_id} "
                           f"({result.status})")
@@ -314,9 +299,9 @@ class SweepCallback(Callback):
 
     def _say_captured_failures(self, config: DictConfig) -> None:
         """Jobs whose output went to files (submitit): their failures and the sweep's count, said here."""
-        entries = read_lines(self.ledger)
-        shipped = {e["shipped"] for e in entries if e.get("shipped")}
-        captured = [e for e in entries if not e["ok"] and e.get("log") and e.get("unshipped") not in shipped]
+        filed = ledger_entries(self.ledger)
+        shipped = {e["shipped"] for e in filed if e.get("shipped")}
+        captured = [e for e in filed if not e["ok"] and e.get("log") and e.get("unshipped") not in shipped]
         for e in sorted(captured, key=lambda e: e.get("job") or 0):
             job = f"{e['job']}/{self.total}" if self.total else str(e["job"])
             print(f"evalkit: job {job} ({e['overrides']}) failed: {e['reason']}; its output: {e['log']}",

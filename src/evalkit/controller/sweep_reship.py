@@ -10,7 +10,8 @@ import sys
 
 from evalkit import names
 from evalkit.controller import rundir, tracking
-from evalkit.controller.sweep import SweepCallback, SweepNotEnded, read_lines, waiting_jobs
+from evalkit.controller.ledger import entries as ledger_entries
+from evalkit.controller.sweep import SweepCallback, SweepNotEnded, waiting_jobs
 from evalkit.controller.sweep_state import claim_idle, sweep_states
 
 KILLED_REASON = "the sweep's process stopped before it ended (ended by evalkit-ship)"
@@ -92,7 +93,7 @@ def left_behind(sweep_dir: str, sweep_id: str, ledger: str) -> list[str]:
     """The sweep's job directories (their run.json names the sweep) that its ledger never counted: jobs whose
     process died with the sweep, or alone (a launcher's worker killed). Jobs waiting for the store are in the
     ledger already."""
-    entries = read_lines(ledger)
+    entries = ledger_entries(ledger)
     known = {e.get("unshipped") for e in entries} | {e.get("shipped") for e in entries}
     counted = {e.get("run_id") for e in entries if e.get("run_id") and not e.get("unshipped")}
     return [run_dir for run_dir, run in _job_dirs(sweep_dir) if run.get("sweep_id") == sweep_id and

@@ -84,6 +84,7 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
         _check_server(uri, timeout_s)
     elif scheme == "sqlite":
         _check_sqlite_writable(uri)
+        _check_sqlite_local(uri)
         _check_sqlite_store(uri)
     elif not scheme.startswith(("postgresql", "mysql", "mssql")):   # building those stores connects: MLflow's job
         _check_store_opens(uri, scheme)
@@ -187,6 +188,50 @@ def _check_sqlite_writable(uri: str) -> None:
         raise TrackingUnavailable(
             f"the tracking store {display_uri(uri)} takes no writes ({problem}; SQLite writes the file and its "
             f"journal beside it): make {folder} and the file writable, or {STORE_FIX}")
+
+
+MOUNTS = "/proc/mounts"
+NETWORK_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "lustre", "gpfs", "beegfs", "ceph",
+                       "fuse.ceph", "glusterfs", "fuse.glusterfs", "afs", "9p", "panfs", "wekafs", "fuse.s3fs",
+                       "fuse.gcsfuse", "fuse.juicefs"}
+SQLITE_ON_NETWORK_ENV = "EVALKIT_ALLOW_SQLITE_ON_NETWORK_FS"   # "1": this host alone writes the file, on purpose
+
+
+def filesystem_of(path: str, mounts: str | None = None) -> tuple[str, str] | None:
+    """(filesystem type, mount point) of the mount holding `path` (or its nearest existing folder), from the
+    mount table; None where there is none to read (not Linux)."""
+    try:
+        with open(mounts or MOUNTS) as fh:
+            table = [line.split() for line in fh]
+    except OSError:
+        return None
+    where = os.path.realpath(path)
+    best: tuple[str, str] | None = None
+    for fields in table:
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = where == point or where.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) > len(best[1])):
+            best = (fields[2], point)
+    return best
+
+
+def _check_sqlite_local(uri: str) -> None:
+    """A SQLite store on a network filesystem is refused: its locks do not hold there, and writers on several hosts
+    (a sweep's jobs on several nodes) corrupt the file (sqlite.org/faq.html#q5). The team's server is the way;
+    SQLITE_ON_NETWORK_ENV=1 when only this host writes it."""
+    path = sqlite_path(uri)
+    if path is None or os.environ.get(SQLITE_ON_NETWORK_ENV) == "1":
+        return
+    found = filesystem_of(os.path.dirname(os.path.abspath(path)))
+    if found and found[0] in NETWORK_FILESYSTEMS:
+        raise TrackingUnavailable(
+            f"the tracking store {display_uri(uri)} is on a network filesystem ({found[0]} mounted at {found[1]}): "
+            "SQLite's locks do not hold there, and jobs writing it from several hosts corrupt it: record into a "
+            "team's tracking server (tracking=server tracking.uri=http://...; docs/running.md#a-teams-tracking-"
+            f"server), point tracking.uri at a local disk, or set {SQLITE_ON_NETWORK_ENV}=1 if only this host "
+            "writes it")
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
