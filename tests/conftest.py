@@ -159,6 +159,7 @@ def machine_alone(tmp_path_factory):
 MODULE_SECONDS = {
     "smoke/test_probes.py": 170, "smoke/test_ui_records.py": 170, "smoke/test_team_server.py": 40,
     "smoke/test_kill_and_resume.py": 25, "smoke/test_matrix.py": 5,
+    "e2e/test_your_task.py": 480, "e2e/test_slurm.py": 300,
     "e2e/test_team_server.py": 317, "e2e/test_probe_stability.py": 260, "e2e/test_probe_performance.py": 232,
     "e2e/test_probe_semantics_wrappers.py": 194, "e2e/test_probe_semantics.py": 185,
     "e2e/test_adapter_accelerate.py": 176, "e2e/test_run_integrity.py": 175, "e2e/test_adapter_lightning.py": 160,

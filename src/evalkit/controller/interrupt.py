@@ -8,10 +8,34 @@ catches only `Exception`.
 """
 from __future__ import annotations
 
+import os
 import signal
 from typing import Any
 
+# A job submitit runs on SLURM also stops on submitit's time-out signal (SUBMITIT_PREEMPT_SIGNAL, USR2 by default,
+# sent hydra.launcher.signal_delay_s before the time limit): submitit's own handler would end the process with the
+# job's run left RUNNING and its workers orphaned.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def time_out_signal() -> signal.Signals | None:
+    """submitit's time-out signal where this process is a job submitit runs on SLURM, else None."""
+    if os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
+        return None
+    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), signal.SIGUSR2)
+
+
+def stop_signals() -> tuple[signal.Signals, ...]:
+    return (*STOP_SIGNALS, *filter(None, [time_out_signal()]))
+
+
+def interruption(signame: str) -> str:
+    """What stopped the job, in words: "interrupted by SIGTERM", or SLURM's time limit for submitit's signal."""
+    limit = time_out_signal()
+    if limit is not None and signame == limit.name:
+        return (f"stopped at SLURM's time limit (submitit's {signame}, sent hydra.launcher.signal_delay_s before "
+                "hydra.launcher.timeout_min ran out)")
+    return f"interrupted by {signame}"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -41,7 +65,7 @@ def raise_on_stop_signals() -> None:
     def interrupt(signum: int, frame: Any) -> None:
         raise Interrupted(signal.Signals(signum).name)
 
-    for sig in STOP_SIGNALS:
+    for sig in stop_signals():
         signal.signal(sig, interrupt)
 
 
@@ -54,7 +78,7 @@ class StopRequest:
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> "StopRequest":
-        for sig in STOP_SIGNALS:
+        for sig in stop_signals():
             self._previous[sig] = signal.getsignal(sig)
             signal.signal(sig, self._note)
         return self

@@ -31,12 +31,13 @@ from evalkit.controller.environment import (
     hardware_description,
     runs_on_cuda,
 )
-from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest
+from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest, interruption
 from evalkit.controller.launch import Outcome, WorkerGroup, worker_threads
 from evalkit.controller.progress import JobProgress
 from evalkit.controller.result import JobResult
 from evalkit.controller.resume_check import check_resume, resume_tags
 from evalkit.controller.ship import Shipper
+from evalkit.controller.slurm_limit import time_limit_note
 from evalkit.controller.sweep_resume import fingerprint, finished_run, stale_versions, version_tags
 from evalkit.controller.system_metrics import SystemSampler
 from evalkit.controller.ui import job_description, log_datasets, trainer_label
@@ -411,7 +412,7 @@ class Controller:
                 return self.fail(f"the controller stopped before its workers ended (killed?); the records up to "
                                  f"step {last} are kept", status="KILLED")
         if outcome.interrupted:
-            return self.fail(f"interrupted by {outcome.interrupted} after step {last}; the records up to it are "
+            return self.fail(f"{interruption(outcome.interrupted)} after step {last}; the records up to it are "
                              "kept", status="KILLED")
         if outcome.time_limit_s:
             return self.fail(f"stopped past its time limit of {outcome.time_limit_s:g} s (train.time_limit_s) after "
@@ -501,6 +502,8 @@ def failure_reason(outcome: Outcome, error_files: dict[int, str]) -> str:
                 cause = fh.readline().strip()
         if not cause and code < 0:
             cause = f"{who(rank)}killed by {signal.Signals(-code).name}"
+            limit = time_limit_note()
+            cause += f": {limit}" if limit else ""
         elif cause and world > 1:
             cause = f"rank {rank}: {cause}"
         if cause:
