@@ -86,8 +86,9 @@ def test_a_sweep_runs_its_jobs_on_the_nodes_and_counts_them(cluster, tmp_path):
 
 
 def test_a_job_past_its_time_limit_fails_the_sweep_and_resume_runs_only_it(cluster, tmp_path):
-    # submitit signals the job (USR2) signal_delay_s before its time limit: 30 s into a 1-minute limit
-    sweep = ["hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=30", "train.max_steps=10,1000000",
+    # submitit signals the job (USR2) signal_delay_s before its time limit: 60 s into a 2-minute limit, time for
+    # the short job to finish on a loaded machine
+    sweep = ["hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60", "train.max_steps=10,1000000",
              f"hydra.sweep.dir={tmp_path}/sweep"]
     started = time.monotonic()
     proc = run_evalkit(tmp_path, *LAUNCHER, *TINY, *sweep, multirun=True, timeout=400, env=cluster)
@@ -117,6 +118,9 @@ def test_scancel_leaves_every_run_ended_and_nothing_running(cluster, tmp_path):
     subprocess.run(["scancel", *queued], env={**os.environ, **cluster}, check=True, timeout=30)
     _, err = proc.communicate(timeout=180)
     assert proc.returncode != 0 and "CANCELLED" in err, err[-3000:]
+    deadline = time.monotonic() + 60      # each job's controller ends its run within SLURM's KillWait (30 s)
+    while any(r.info.status == "RUNNING" for r in jobs_of(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(2)
     statuses = sorted(r.info.status for r in jobs_of(tmp_path))
     assert statuses == ["KILLED", "KILLED"], statuses
     assert sweep_of(tmp_path).info.status == "FAILED"

@@ -19,6 +19,7 @@ from helpers import PLANTED, ok, probe_result, run_evalkit
 from evalkit import names
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(1800)    # 26 probe runs in the fixture: 466 s alone, past 600 s beside the tier
 PROBES = ("semantics", "stability", "functional", "consistency", "customization", "maintenance")
 OWN = ["task=third_party", "task._target_=own_task.build", "task.name=own_task", "+task.extra.n_train=256",
        "+task.extra.n_val=64", "+task.extra.hidden=32"]
