@@ -11,8 +11,8 @@ from torch import nn
 
 from evalkit.tasks.catalog import PAD_TOKEN, Task, TokenLoss, count_tokens, markov_tokens, perplexity
 
-try:
-    import transformers
+try:     # the classes themselves: transformers loads its model code lazily, on first use of a name
+    from transformers import GPT2Config, GPT2LMHeadModel
 except ImportError as exc:     # pragma: no cover - the message is the point
     raise ImportError("task=hf_causal_lm builds a transformers model, and transformers is not installed: "
                       "pip install 'evalkit[hf_trainer]' (or choose another task)") from exc
@@ -38,10 +38,10 @@ def hf_causal_lm(seed: int, *, n_train: int, n_val: int, vocab_size: int, seq_le
     token sequences: the loss is the token mean over a micro-batch's non-pad targets (`Task.loss_terms`). Metric:
     perplexity over non-pad tokens (lower is better)."""
     train, val = markov_tokens(seed, n_train, n_val, vocab_size, seq_len)
-    config = transformers.GPT2Config(vocab_size=vocab_size, n_positions=seq_len, n_embd=hidden, n_layer=depth,
+    config = GPT2Config(vocab_size=vocab_size, n_positions=seq_len, n_embd=hidden, n_layer=depth,
                                      n_head=n_heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                      tie_word_embeddings=True, bos_token_id=PAD_TOKEN, eos_token_id=PAD_TOKEN,
                                      pad_token_id=PAD_TOKEN)
     torch.manual_seed(seed)
-    model = CausalLM(transformers.GPT2LMHeadModel(config))
+    model = CausalLM(GPT2LMHeadModel(config))
     return Task("hf_causal_lm", model, train, val, TokenLoss(), perplexity(), loss_terms=count_tokens)
