@@ -126,23 +126,31 @@ class SmallCNN(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
-def cnn_classification(seed: int, *, n_train: int, n_val: int, image_size: int, channels: int, hidden: int,
-                       out_dim: int, noise: float) -> Task:
-    """Gaussian-noise images plus one fixed random pattern per class (`out_dim` classes; `hidden`: the first
-    convolution's width). Metric: accuracy (higher is better)."""
+def pattern_images(seed: int, n_train: int, n_val: int, image_size: int, channels: int, classes: int,
+                   noise: float) -> tuple[TensorDataset, TensorDataset]:
+    """Train and validation images: Gaussian noise plus one fixed random pattern per class, labelled with the class
+    (cnn_classification's data, and resnet18's)."""
     g = _generator(seed, 1)
     shape = (channels, image_size, image_size)
-    patterns = torch.randn(out_dim, *shape, generator=g)
+    patterns = torch.randn(classes, *shape, generator=g)
 
     def split(n: int, stream: int) -> TensorDataset:
         gs = _generator(seed, stream)
-        y = torch.randint(out_dim, (n,), generator=gs)
+        y = torch.randint(classes, (n,), generator=gs)
         x = 0.5 * patterns[y] + noise * torch.randn(n, *shape, generator=gs)
         return TensorDataset(x, y)
 
+    return split(n_train, 2), split(n_val, 3)
+
+
+def cnn_classification(seed: int, *, n_train: int, n_val: int, image_size: int, channels: int, hidden: int,
+                       out_dim: int, noise: float) -> Task:
+    """`pattern_images` (`out_dim` classes; `hidden`: the first convolution's width). Metric: accuracy (higher is
+    better)."""
+    train, val = pattern_images(seed, n_train, n_val, image_size, channels, out_dim, noise)
     torch.manual_seed(seed)
     model = SmallCNN(channels, hidden, out_dim)
-    return Task("cnn_classification", model, split(n_train, 2), split(n_val, 3),
+    return Task("cnn_classification", model, train, val,
                 nn.CrossEntropyLoss(), Metric("accuracy", True, _accuracy_stats, scale="absolute"))
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.utils.data import TensorDataset
 
-from evalkit.tasks.catalog import Metric, Task, _accuracy_stats, _generator
+from evalkit.tasks.catalog import Metric, Task, _accuracy_stats, pattern_images
 
 
 class BasicBlock(nn.Module):
@@ -69,19 +68,11 @@ class ResNet18(nn.Module):
 
 def resnet18(seed: int, *, n_train: int, n_val: int, image_size: int, channels: int, width: int, classes: int,
              noise: float) -> Task:
-    """Gaussian-noise images plus one fixed random pattern per class, classified by a ResNet-18 (`width`: the first
-    stage's channels, torchvision's 64). The model carries BatchNorm running statistics (buffers a checkpoint must
-    hold) and 20 BatchNorm layers whose train and eval modes differ. Metric: accuracy (higher is better)."""
-    g = _generator(seed, 1)
-    shape = (channels, image_size, image_size)
-    patterns = torch.randn(classes, *shape, generator=g)
-
-    def split(n: int, stream: int) -> TensorDataset:
-        gs = _generator(seed, stream)
-        y = torch.randint(classes, (n,), generator=gs)
-        return TensorDataset(0.5 * patterns[y] + noise * torch.randn(n, *shape, generator=gs), y)
-
+    """`catalog.pattern_images` classified by a ResNet-18 (`width`: the first stage's channels, torchvision's 64). The
+    model carries BatchNorm running statistics (buffers a checkpoint must hold) and 20 BatchNorm layers whose train
+    and eval modes differ. Metric: accuracy (higher is better)."""
+    train, val = pattern_images(seed, n_train, n_val, image_size, channels, classes, noise)
     torch.manual_seed(seed)
     model = ResNet18(channels, classes, width)
-    return Task("resnet18", model, split(n_train, 2), split(n_val, 3), nn.CrossEntropyLoss(),
+    return Task("resnet18", model, train, val, nn.CrossEntropyLoss(),
                 Metric("accuracy", True, _accuracy_stats, scale="absolute"))

@@ -78,14 +78,8 @@ class Resnet18Task(TaskConfig):              # evalkit.tasks.resnet.resnet18
 
 
 @dataclass
-class HfCausalLmTask(TaskConfig):            # evalkit.tasks.hf_causal_lm.hf_causal_lm
-    n_train: int = MISSING
-    n_val: int = MISSING
-    vocab_size: int = MISSING
-    seq_len: int = MISSING
-    hidden: int = MISSING
-    depth: int = MISSING
-    n_heads: int = MISSING
+class HfCausalLmTask(TinyLmTask):            # evalkit.tasks.hf_causal_lm.hf_causal_lm: tiny_lm's arguments
+    pass
 
 
 @dataclass
