@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from evalkit import names
 from evalkit.config import config_warnings, register_configs, validate
-from evalkit.controller.interrupt import Interrupted, raise_on_stop_signals
+from evalkit.controller.interrupt import Interrupted, ended_status, interruption, raise_on_stop_signals
 from evalkit.controller.progress import hush_libraries
 from evalkit.controller.rundir import RunDirBusy
 from evalkit.controller.tracking import TrackingUnavailable, fix_default_uri, mask_secrets_in_log
@@ -252,11 +252,13 @@ def _end_active_sweep(status: str, reason: str):
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:
-    """One line for an interrupt (the job already recorded its run KILLED); a sweep's parent ends KILLED."""
+    """One line for an interrupt (the job already recorded its run); a sweep's parent ends KILLED (FAILED at
+    SLURM's time limit)."""
     if not isinstance(exc, Interrupted):
         exc = Interrupted("SIGINT")
-    sweep, problem = _end_active_sweep("KILLED", f"interrupted by {exc.signame}")
-    ended = f"; sweep run {sweep.parent_id} ended KILLED" if sweep else ""
+    status = ended_status(exc.signame)
+    sweep, problem = _end_active_sweep(status, interruption(exc.signame))
+    ended = f"; sweep run {sweep.parent_id} ended {status}" if sweep else ""
     print(f"evalkit: {exc.message}{ended}" + (f"; {problem}" if problem else ""), file=sys.stderr)
     return exc.exit_code
 

@@ -38,6 +38,13 @@ def interruption(signame: str) -> str:
     return f"interrupted by {signame}"
 
 
+def ended_status(signame: str) -> str:
+    """How a run the signal stopped ends: FAILED at SLURM's time limit (the job did not finish in the time it
+    asked for, a failure to act on), KILLED when someone stopped it (Ctrl-C, SIGTERM, scancel)."""
+    limit = time_out_signal()
+    return "FAILED" if limit is not None and signame == limit.name else "KILLED"
+
+
 class Interrupted(KeyboardInterrupt):
     """evalkit was asked to stop; the message says what was kept (and how to finish recording, if needed)."""
 

@@ -31,7 +31,7 @@ from evalkit.controller.environment import (
     hardware_description,
     runs_on_cuda,
 )
-from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest, interruption
+from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest, ended_status, interruption
 from evalkit.controller.launch import Outcome, WorkerGroup, worker_threads
 from evalkit.controller.progress import JobProgress
 from evalkit.controller.result import JobResult
@@ -297,8 +297,8 @@ class Controller:
             result = self.ship_and_finish(shipper, outcome)
         except tracking.TrackingUnavailable as exc:
             raise Interrupted(outcome.interrupted, f"interrupted by {outcome.interrupted}; {exc}") from None
-        raise Interrupted(outcome.interrupted, f"interrupted by {outcome.interrupted}: run {result.run_id} ended "
-                                               f"KILLED ({result.reason})")
+        raise Interrupted(outcome.interrupted, f"{interruption(outcome.interrupted)}: run {result.run_id} ended "
+                                               f"{result.status} ({result.reason})")
 
     def ship_and_finish(self, shipper: Shipper, outcome: Outcome | None) -> JobResult:
         """Final shipping and the run's end; a tracking outage here loses nothing (the spool stays)."""
@@ -413,7 +413,7 @@ class Controller:
                                  f"step {last} are kept", status="KILLED")
         if outcome.interrupted:
             return self.fail(f"{interruption(outcome.interrupted)} after step {last}; the records up to it are "
-                             "kept", status="KILLED")
+                             "kept", status=ended_status(outcome.interrupted))
         if outcome.time_limit_s:
             return self.fail(f"stopped past its time limit of {outcome.time_limit_s:g} s (train.time_limit_s) after "
                              f"step {last} of {self.cfg.train.max_steps}; the records up to it are kept: the wrapper "
@@ -597,8 +597,9 @@ def _run(ctl: Controller, cfg: DictConfig, stop: StopRequest) -> JobResult:
         if not ctl.run_recorded:
             raise Interrupted(stop.signame, f"interrupted by {stop.signame} before training started (nothing "
                                             "recorded: the tracking store does not answer)")
-        ctl.fail(f"interrupted by {stop.signame} before training started", status="KILLED")
-        raise Interrupted(stop.signame, f"interrupted by {stop.signame}: run {ctl.run_id} ended KILLED before "
+        status = ended_status(stop.signame)
+        ctl.fail(f"{interruption(stop.signame)} before training started", status=status)
+        raise Interrupted(stop.signame, f"{interruption(stop.signame)}: run {ctl.run_id} ended {status} before "
                                         "training started")
     reason = preflight(cfg)
     if reason:

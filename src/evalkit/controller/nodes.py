@@ -59,12 +59,35 @@ def stop_path(shared_dir: str) -> str:
     return os.path.join(shared_dir, names.NODES_DIR, "stop")
 
 
+def _tmp_beside(path: str) -> str:
+    """A temporary name beside `path` that no other process, on this host or another, picks."""
+    return f"{path}.tmp-{socket.gethostname()}-{os.getpid()}-{threading.get_ident()}"
+
+
 def _write_json(path: str, payload: Any) -> None:
+    """Replace `path` whole (rename is atomic, also on NFS): a reader on any node sees the old file or the new."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{socket.gethostname()}-{os.getpid()}"    # nodes share the folder: one name per process
+    tmp = _tmp_beside(path)
     with open(tmp, "w") as fh:
         json.dump(payload, fh)
     os.replace(tmp, path)
+
+
+def _create_json(path: str, payload: Any) -> bool:
+    """Create `path` whole unless it exists; True when this call created it. The file is written aside and
+    hard-linked into place: link(2) fails on an existing name, atomically, also on NFS (O_EXCL is not reliable
+    there), so of nodes asking at once exactly one wins, and no reader sees a half-written file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = _tmp_beside(path)
+    with open(tmp, "w") as fh:
+        json.dump(payload, fh)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
 
 
 def _read_json(path: str) -> Any:
@@ -75,11 +98,12 @@ def _read_json(path: str) -> Any:
         return None
 
 
-def ask_to_stop(shared_dir: str, why: str) -> None:
-    """Ask every node to stop its ranks (the first request stays: it names the cause)."""
-    if not os.path.exists(stop_path(shared_dir)):
-        with contextlib.suppress(OSError):
-            _write_json(stop_path(shared_dir), {"by_pid": os.getpid(), "host": socket.gethostname(), "why": why})
+def ask_to_stop(shared_dir: str, why: str) -> bool:
+    """Ask every node to stop its ranks; the first request stays (it names the cause): True when it is this one."""
+    with contextlib.suppress(OSError):
+        return _create_json(stop_path(shared_dir), {"by_pid": os.getpid(), "host": socket.gethostname(),
+                                                     "why": why})
+    return False
 
 
 class Beacon:
