@@ -220,7 +220,7 @@ class FabricAdapter(WrapperAdapter):
                 UnsupportedCombination.SUBSTITUTION)
         backend = "nccl" if job.device.type == "cuda" else "gloo"
         arguments: dict[str, Any] = {   # Fabric(...)'s arguments, reported as they are under explicit_settings
-            "accelerator": accelerator, "devices": job.world_size, "num_nodes": 1,
+            "accelerator": accelerator, "devices": job.ranks_per_node, "num_nodes": job.nnodes,
             "strategy": (Call(DDPStrategy, process_group_backend=backend, find_unused_parameters=False,
                               gradient_as_bucket_view=False, static_graph=False)
                          if job.distributed else Call(SingleDeviceStrategy, device=str(job.device))),
@@ -256,7 +256,8 @@ class FabricAdapter(WrapperAdapter):
     def quick_start_arguments(job: TrainJob) -> dict[str, Any]:
         """`Fabric(...)`'s arguments in defaults mode: the Convert page's, with evalkit's hardware, world size and
         precision translated into them (reported as `quick_start_arguments`)."""
-        return {"accelerator": "cuda" if job.device.type == "cuda" else "cpu", "devices": job.world_size,
+        return {"accelerator": "cuda" if job.device.type == "cuda" else "cpu", "devices": job.ranks_per_node,
+                **({"num_nodes": job.nnodes} if job.nnodes > 1 else {}),      # the multi-node page's Fabric(...)
                 "strategy": PAGE_STRATEGY, "precision": PRECISIONS[job.precision.name]}
 
     # ------------------------------------------------------------------ fit

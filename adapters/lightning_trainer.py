@@ -10,7 +10,7 @@ Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one ra
 several, `Trainer(devices=N)` under `python train.py`, where Lightning's own launcher starts the other ranks. evalkit
 starts every rank itself with the variables that launcher gives them (MASTER_ADDR, MASTER_PORT, NODE_RANK,
 LOCAL_RANK, WORLD_SIZE; rank 0's included, the one departure), so Lightning's `LightningEnvironment` sees processes
-created externally and joins them instead of spawning (devices = world size, num_nodes = 1).
+created externally and joins them instead of spawning (devices = the ranks per node, num_nodes = the nodes).
 
 Modes
 - `aligned`: every Trainer knob that affects the baseline's semantics is set explicitly (see
@@ -391,7 +391,7 @@ class LightningAdapter(WrapperAdapter):
         final = Call(FinalCheckpoint, job).described(
             "FinalCheckpoint: trainer.save_checkpoint at max_steps when not a ckpt_every multiple")
         flags = dict(
-            accelerator=_accelerator(job), devices=job.world_size, num_nodes=1,
+            accelerator=_accelerator(job), devices=job.ranks_per_node, num_nodes=job.nnodes,
             precision=precision, max_steps=job.max_steps, max_epochs=-1, min_steps=None, min_epochs=None,
             max_time=None, accumulate_grad_batches=job.grad_accum,
             gradient_clip_val=job.grad_clip, gradient_clip_algorithm="norm",
@@ -416,9 +416,11 @@ class LightningAdapter(WrapperAdapter):
         every = {"every_n_train_steps": job.ckpt_every} if job.ckpt_every else {}
         checkpoint = ModelCheckpoint(dirpath=job.ckpt_dir, filename="step_{step:08d}", auto_insert_metric_name=False,
                                      **every)
-        flags: dict[str, Any] = dict(accelerator=_accelerator(job), devices=job.world_size, precision=precision,
+        flags: dict[str, Any] = dict(accelerator=_accelerator(job), devices=job.ranks_per_node, precision=precision,
                                      max_steps=job.max_steps, accumulate_grad_batches=job.grad_accum,
                                      callbacks=[checkpoint], default_root_dir=_root_dir(job))
+        if job.nnodes > 1:       # "Run on a multi-node cluster": Trainer(devices=<per node>, num_nodes=<nodes>)
+            flags["num_nodes"] = job.nnodes
         if job.grad_clip is not None:
             flags["gradient_clip_val"] = job.grad_clip
         if job.val_every:

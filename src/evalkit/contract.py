@@ -104,6 +104,7 @@ class TrainJob:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    nnodes: int = 1                 # nodes the ranks span (distributed.nnodes), the same number of ranks on each
     mode: str = "aligned"           # aligned | defaults
     num_workers: int = 0
     # A value the adapter's own code reports (a custom callback's, say): recorded with the number of optimizer
@@ -114,6 +115,11 @@ class TrainJob:
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
+
+    @property
+    def ranks_per_node(self) -> int:
+        """The ranks on this rank's node (a wrapper's `devices` where it counts per node, with `num_nodes`)."""
+        return self.world_size // self.nnodes
 
     @property
     def pin_memory(self) -> bool:

@@ -134,6 +134,22 @@ ALL_VARIABLES = frozenset(
        "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"})
 
 
+# A scheduler's task variables: a rank evalkit starts inside a SLURM job is not one of SLURM's tasks (the evalkit
+# controller is), yet wrappers read them as theirs: Lightning's SLURMEnvironment (from SLURM_NTASKS) makes every
+# rank global rank 0, Ignite (from SLURM_JOB_ID) takes SLURM_PROCID and SLURM_LOCALID for RANK and LOCAL_RANK.
+# Removed from every rank, as a launcher's are, so a wrapper sees the launch its documentation describes; the ranks
+# run inside the job's allocation all the same (its CPUs, memory and GPUs are the process's, not variables).
+SCHEDULER_PREFIXES = ("SLURM_", "PMI_", "PMIX_")
+SCHEDULER_DEPARTURE = ("inside a SLURM job, each rank is evalkit's process, not one of SLURM's tasks: SLURM's "
+                       "variables (SLURM_*, PMI_*, PMIX_*) are removed from it, else Lightning's SLURMEnvironment and "
+                       "Ignite read the controller's task (rank 0 of 1) as every rank's")
+
+
+def inherited_launch(name: str) -> bool:
+    """Whether an inherited variable belongs to a launcher or a scheduler, and so never reaches a rank as is."""
+    return name in ALL_VARIABLES or name.startswith(SCHEDULER_PREFIXES)
+
+
 def names() -> list[str]:
     return sorted(LAUNCHERS)
 
@@ -168,8 +184,9 @@ def problem(launch: dict, world_size: int) -> str | None:
 
 
 def rank_environment(base: dict[str, str], launcher: str, slot: Slot) -> dict[str, str]:
-    """`base` without any launcher's variables, plus `launcher`'s for `slot` and evalkit's own view of the rank."""
-    env = {k: v for k, v in base.items() if k not in ALL_VARIABLES}
+    """`base` without any launcher's or scheduler's variables, plus `launcher`'s for `slot` and evalkit's own view
+    of the rank."""
+    env = {k: v for k, v in base.items() if not inherited_launch(k)}
     env.update(LAUNCHERS[launcher].variables(slot))
     env.update({RANK_ENV: str(slot.rank), LOCAL_RANK_ENV: str(slot.local_rank),
                 WORLD_SIZE_ENV: str(slot.world_size), LAUNCH_ENV: launcher})
@@ -177,10 +194,11 @@ def rank_environment(base: dict[str, str], launcher: str, slot: Slot) -> dict[st
 
 
 def received(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The launcher variables this process holds (read by a worker at its start, before a wrapper rewrites any)."""
+    """The launcher variables this process holds (read by a worker at its start, before a wrapper rewrites any),
+    a scheduler's included (none, as evalkit starts a rank: a record that shows one shows a leak)."""
     environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in sorted(ALL_VARIABLES | {RANK_ENV, LOCAL_RANK_ENV, WORLD_SIZE_ENV, LAUNCH_ENV,
-                                                           "OMP_NUM_THREADS"}) if k in environ}
+    keep = ALL_VARIABLES | {RANK_ENV, LOCAL_RANK_ENV, WORLD_SIZE_ENV, LAUNCH_ENV, "OMP_NUM_THREADS"}
+    return {k: environ[k] for k in sorted(environ) if k in keep or k.startswith(SCHEDULER_PREFIXES)}
 
 
 def rank_of(environ: dict[str, str] | None = None) -> tuple[int, int, int]:

@@ -13,6 +13,7 @@ Skipped, naming the packages, where SLURM is not installed (`apt-get install -y 
 munge`, as root)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -213,3 +214,18 @@ def test_a_rank_failing_on_one_node_fails_the_srun_job_on_both(cluster, tmp_path
     assert run.info.status == "FAILED" and reason.startswith("rank 1: RuntimeError: planted failure of rank 1"), reason
     assert "node 1 (rank 1): rank 1: RuntimeError: planted failure of rank 1" in proc.stderr, proc.stderr[-3000:]
     print(f"both nodes ended in {time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.parametrize("trainer", ["lightning", "fabric", "ignite", "accelerate", "hf_trainer"])
+def test_each_wrapper_runs_its_ranks_on_two_nodes_under_srun(cluster, tmp_path, trainer):
+    """Inside a SLURM job the ranks are evalkit's, not SLURM's tasks: Lightning's SLURMEnvironment and Ignite read
+    SLURM's task variables as theirs unless evalkit removes them (launchers.SCHEDULER_PREFIXES), and Lightning
+    counts `devices` per node (`num_nodes` the nodes)."""
+    proc = srun_job(cluster, tmp_path, f"trainer={trainer}", "train.max_steps=10", "train.val_every=5")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client, (run,) = job_runs(tmp_path)
+    assert run.info.status == "FINISHED" and "perf/peak_mem_bytes_rank1" in run.data.metrics
+    assert "node 1 (rank 1): its ranks FINISHED" in proc.stderr
+    launch = json.loads(Path(client.download_artifacts(run.info.run_id, "evalkit/launch_rank1.json",
+                                                       str(tmp_path))).read_text())
+    assert launch["EVALKIT_RANK"] == "1" and not [k for k in launch if k.startswith("SLURM_")], launch

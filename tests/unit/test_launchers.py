@@ -196,3 +196,45 @@ def test_every_launcher_variable_is_removed_from_what_a_rank_inherits():
     for name, launcher in launchers.LAUNCHERS.items():
         for cuda in (False, True):
             assert set(launcher.variables(slot(1, 2, cuda))) <= launchers.ALL_VARIABLES, name
+
+
+# What `srun --nodes=1 --ntasks=1` gave its task on the test cluster (scripts/slurm_up.sh), the evalkit controller:
+# the variables by which wrappers decide they run under SLURM.
+SRUN_TASK = {"SLURM_JOB_ID": "8", "SLURM_JOBID": "8", "SLURM_JOB_NAME": "evalkit", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NTASKS": "1", "SLURM_NPROCS": "1",
+             "SLURM_TASKS_PER_NODE": "1", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "1", "SLURM_NNODES": "1",
+             "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "n1", "SLURM_STEP_NODELIST": "n1", "PMI_FD": "7",
+             "PMIX_RANK": "0", "HOME": "/root"}
+
+
+@pytest.mark.parametrize("trainer", TRAINERS)
+def test_a_rank_started_inside_a_slurm_job_is_not_one_of_slurms_tasks(trainer):
+    env = environment(trainer, 1, 2, base=SRUN_TASK)
+    own = launcher_part(environment(trainer, 1, 2))                 # what the documented launcher sets itself
+    assert {k: v for k, v in env.items() if k.startswith(launchers.SCHEDULER_PREFIXES)} == \
+           {k: v for k, v in own.items() if k.startswith(launchers.SCHEDULER_PREFIXES)}, trainer
+    assert env["HOME"] == "/root" and env[launchers.RANK_ENV] == "1"
+
+
+def test_lightning_inside_a_slurm_job_joins_evalkits_ranks_not_slurms_task():
+    """Lightning's SLURMEnvironment, first of the environments it detects, would make every rank the SLURM task's
+    global rank 0 (rank 1 then failed to host the rendezvous: EADDRINUSE, on the test cluster)."""
+    pytest.importorskip("lightning")
+    from lightning.fabric.plugins.environments import LightningEnvironment, SLURMEnvironment
+
+    with mock.patch.dict(os.environ, SRUN_TASK, clear=True):
+        assert SLURMEnvironment.detect()                            # what the controller's own process sees
+    with mock.patch.dict(os.environ, launcher_part(environment("lightning", 1, 2, base=SRUN_TASK)), clear=True):
+        assert not SLURMEnvironment.detect()
+        assert LightningEnvironment().local_rank() == 1 and LightningEnvironment().creates_processes_externally
+
+
+def test_ignite_inside_a_slurm_job_reads_evalkits_rank_not_slurms_task():
+    pytest.importorskip("ignite")
+    from ignite.distributed.comp_models.native import _NativeDistModel
+
+    with mock.patch.dict(os.environ, launcher_part(environment("ignite", 1, 2, base=SRUN_TASK)), clear=True):
+        model = _NativeDistModel.__new__(_NativeDistModel)
+        model._ext_local_rank = None
+        model._identify_local_rank()                               # under SLURM: LOCAL_RANK = SLURM_LOCALID
+        assert model._local_rank == 1 and os.environ["LOCAL_RANK"] == "1"

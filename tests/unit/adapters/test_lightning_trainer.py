@@ -11,20 +11,29 @@ pytest.importorskip("lightning")
 from evalkit.adapters.lightning_trainer import LightningAdapter  # noqa: E402
 
 # the Trainer flags defaults mode may pass: each a translation of a run setting (tests/smoke/test_quick_start_lightning)
-TRANSLATED = {"accelerator", "devices", "precision", "max_steps", "accumulate_grad_batches", "gradient_clip_val",
-              "val_check_interval", "check_val_every_n_epoch", "callbacks", "default_root_dir"}
+TRANSLATED = {"accelerator", "devices", "num_nodes", "precision", "max_steps", "accumulate_grad_batches",
+              "gradient_clip_val", "val_check_interval", "check_val_every_n_epoch", "callbacks", "default_root_dir"}
 
 
 def test_a_clip_value_goes_to_the_trainer_only_when_the_run_asks_for_one(tmp_path):
     adapter = LightningAdapter(mode="defaults")
-    job = SimpleNamespace(device=SimpleNamespace(type="cpu"), world_size=1, max_steps=4, grad_accum=2, val_every=0,
-                          ckpt_every=0, ckpt_dir=str(tmp_path / "ckpt"), grad_clip=None)
+    job = SimpleNamespace(device=SimpleNamespace(type="cpu"), world_size=1, nnodes=1, ranks_per_node=1, max_steps=4,
+                          grad_accum=2, val_every=0, ckpt_every=0, ckpt_dir=str(tmp_path / "ckpt"), grad_clip=None)
     flags = adapter._defaults_flags(job, "32-true")
     assert "gradient_clip_val" not in flags and "val_check_interval" not in flags
     assert "check_val_every_n_epoch" not in flags
     flags = adapter._defaults_flags(SimpleNamespace(**{**vars(job), "grad_clip": 0.5}), "32-true")
     assert flags["gradient_clip_val"] == 0.5 and "gradient_clip_algorithm" not in flags
-    assert set(flags) <= TRANSLATED
+    assert set(flags) <= TRANSLATED and "num_nodes" not in flags
+
+
+def test_ranks_on_several_nodes_are_devices_per_node_times_num_nodes(tmp_path):
+    """Lightning counts `devices` per node: `devices=world_size` on two nodes made node 1's first rank global rank
+    2 of 2 (gloo: "rank < size. 2 vs 2", under srun on the test cluster)."""
+    job = SimpleNamespace(device=SimpleNamespace(type="cpu"), world_size=4, nnodes=2, ranks_per_node=2, max_steps=4,
+                          grad_accum=1, val_every=0, ckpt_every=0, ckpt_dir=str(tmp_path / "ckpt"), grad_clip=None)
+    flags = LightningAdapter(mode="defaults")._defaults_flags(job, "32-true")
+    assert (flags["devices"], flags["num_nodes"]) == (2, 2)
 
 
 def test_a_token_task_under_accumulation_or_ddp_reports_the_mean_of_micro_batch_means_it_cannot_align():
