@@ -107,11 +107,13 @@ def judge(evidence: list[JobEvidence], leak_limit: float = P.LEAK_FLOOR, log_lim
     items: list[Item] = []
     notes: list[str] = []
     figures: dict[str, float] = {}
-    if "reference" in jobs and jobs["reference"].status != "FINISHED":
-        notes.append(f"the uninterrupted reference run failed ({jobs['reference'].failure_reason}): "
-                     "the resumes have nothing to be compared with")
-    for name in RESUME_ITEMS:
-        item = resume_item(name, jobs) if "reference" in jobs else None
+    for reference in sorted(set(P.REFERENCE_OF.values())):
+        if reference in jobs and jobs[reference].status != "FINISHED":
+            notes.append(f"the uninterrupted reference run {reference} failed ({jobs[reference].failure_reason}): "
+                         "the resumes have nothing to be compared with")
+    for name, (_, resume, _) in RESUME_ITEMS.items():
+        # each drill against its own reference (kill_ws2 against reference-ws2, picked alone by probe.only)
+        item = resume_item(name, jobs) if P.REFERENCE_OF[resume] in jobs else None
         if item is not None:
             items.append(item)
     intact = jobs.get(P.INTACT)

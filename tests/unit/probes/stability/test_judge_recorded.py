@@ -121,3 +121,17 @@ def test_the_verdicts_stability_column_shows_the_failed_items():
     assert cell.figure == ("0/4 items: kill between, kill after checkpoint, kill during write, corrupt flipped "
                            "(shared with plain torch); not run: 6 drills (kill ws2, corrupt truncated, corrupt other "
                            "model, …)")
+
+
+def test_the_world_size_2_drill_picked_alone_is_judged_against_its_own_reference():
+    """`probe.only=[kill_ws2]` runs reference-ws2, kill-ws2 and resume-ws2 and no world-size-1 reference: the item
+    is judged against reference-ws2 (it once needed the world-size-1 `reference` and read "0/0 items")."""
+    from evalkit.probes.stability.judge import judge
+
+    jobs, _ = recording("stability", "baseline")
+    ws2 = [j for j in jobs if j.name in ("reference-ws2", "kill-ws2", "resume-ws2")]
+    assert len(ws2) == 3
+    result = judge(ws2)
+    assert result.passed and not result.inconclusive
+    assert result.headline.startswith("1/1 items") and "kill ws2" not in result.headline.split("not run")[-1]
+    assert result.figures["resumes_bit_for_bit"] == 1
