@@ -8,7 +8,9 @@ Generated, each from one source (`generated`):
 - docs/records.md from src/evalkit/names.py (its comments are the descriptions: records_doc.py);
 - docs/results/<versions>.md from the snapshot beside it, `<versions>.json` (evalkit/verdict/findings_doc.py);
 - README.md's verdict excerpt (between `<!-- verdict-excerpt -->` markers) from the newest snapshot;
-- docs/architecture.md's import rules (between `<!-- import-rules -->` markers) from pyproject.toml's contracts.
+- docs/architecture.md's import rules (between `<!-- import-rules -->` markers) from pyproject.toml's contracts;
+- docs/probes/README.md's index of the probes (between `<!-- probe-index -->` markers) from the probe catalog (each
+  probe's `Dimension.question`, in the verdict's column order).
 Checked besides: README.md has at most 150 lines and its test command is .ci/run's; every name in names.py has a
 comment; every relative link in README.md and docs/ points at a file and heading that exist (doc_links.py).
 docs/probes/performance.md's table is regenerated from a store by scripts/performance_table.py, not here.
@@ -33,6 +35,7 @@ from doc_links import broken_links  # noqa: E402
 from records_doc import render as render_records  # noqa: E402
 from records_doc import undescribed  # noqa: E402
 
+from evalkit.probes.catalog import dimensions  # noqa: E402
 from evalkit.verdict.findings_doc import render as render_results  # noqa: E402
 from evalkit.verdict.findings_doc import results_name, take_snapshot, verdict_excerpt  # noqa: E402
 
@@ -69,6 +72,12 @@ def import_rules(pyproject: str) -> str:
     return "\n".join(out)
 
 
+def probe_index() -> str:
+    """docs/probes/README.md's table: each probe, its page and the question it asks, from the probe catalog."""
+    rows = [f"| [{d.name}]({d.name}.md) | {d.question} |" for d in dimensions()]
+    return "\n".join(["| probe | the question |", "|---|---|", *rows])
+
+
 def _modules(names: list[str]) -> str:
     return ", ".join(f"`{n}`" for n in names)
 
@@ -99,6 +108,8 @@ def generated(repo: Path = REPO) -> dict[Path, str]:
                                         verdict_excerpt(found[-1][1], newest))
     out[repo / "docs/architecture.md"] = block((repo / "docs/architecture.md").read_text(), "import-rules",
                                                import_rules((repo / "pyproject.toml").read_text()))
+    out[repo / "docs/probes/README.md"] = block((repo / "docs/probes/README.md").read_text(), "probe-index",
+                                                probe_index())
     return out
 
 

@@ -6,7 +6,9 @@ SemanticsProbeConfig@_here_`), a dataclass in the probe's package (a subclass of
 `config.register_configs` stores under that name, so that a key the schema lacks (a setting of another probe) fails at
 compose time. The schema's module also holds the probe's part in evalkit-eval's presets (`PRESETS`, read by
 `presets.plan_for`). Listing the probes reads YAML only; a schema's module is imported by every config check, so it
-imports no torch (pyproject's contract), and the probe's class only when the probe is loaded.
+imports no torch (pyproject's contract), and the probe's class only when the probe is loaded. The same module
+declares what the verdict shows of the probe's dimension (`DIMENSION`, evalkit.probes.dimension), which every part
+of the verdict reads from here (`dimensions`): adding a probe edits nothing else (docs/probes/adding.md).
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
+
+from evalkit.probes.dimension import Dimension
 
 if TYPE_CHECKING:
     from evalkit.probes.base import Probe
@@ -60,6 +64,39 @@ def stored_schemas() -> dict[str, type]:
 
 def _schema_paths() -> dict[str, str]:
     return {name: path for name, yaml in probe_yamls().items() if (path := schema_path(yaml))}
+
+
+def dimensions(order: str = "column") -> tuple[Dimension, ...]:
+    """Every probe's dimension as its settings module declares it, in the table's order (`column`) or in the order
+    the first screen asks them (`asks`)."""
+    if order not in ("column", "asks"):
+        raise ValueError(f"order={order!r}: column or asks")
+    return _dimensions(PROBE_CONF, order)
+
+
+def dimension_names(order: str = "column") -> tuple[str, ...]:
+    return tuple(d.name for d in dimensions(order))
+
+
+def dimension(name: str) -> Dimension:
+    """The dimension of probe `name` (KeyError for a name that is no probe's)."""
+    found = {d.name: d for d in dimensions()}
+    if name not in found:
+        raise KeyError(f"{name!r} is not a probe's dimension: choose one of {', '.join(found)}")
+    return found[name]
+
+
+@functools.cache
+def _dimensions(folder: Path, order: str) -> tuple[Dimension, ...]:
+    found = []
+    for name, path in _schema_paths().items():
+        module = importlib.import_module(path.rpartition(".")[0])
+        declared = getattr(module, "DIMENSION", None)
+        if not isinstance(declared, Dimension):
+            raise TypeError(f"probe {name}: {module.__name__} declares no DIMENSION = evalkit.probes.dimension."
+                            "Dimension(...) (what the verdict shows of it): see docs/probes/adding.md")
+        found.append(dataclasses.replace(declared, name=name))
+    return tuple(sorted(found, key=lambda d: (getattr(d, order), d.name)))
 
 
 def probe_with(key: str) -> list[str]:

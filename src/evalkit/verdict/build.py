@@ -19,9 +19,9 @@ from evalkit.analysis.curves import first_divergence, seed_curves
 from evalkit.analysis.finite import nonfinite_runs
 from evalkit.analysis.records import RunRecord
 from evalkit.analysis.stats import check_margin
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict.checks import evidence_warnings
 from evalkit.verdict.dimensions import (
-    DIMENSIONS,
     NOT_RUN,
     PASS,
     DimensionResult,
@@ -140,7 +140,7 @@ def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, opti
         divergence = first_divergence(seed_curves(arm.finished, column), seed_curves(base.finished, column),
                                       options.curve_confidence, options.curve_min_run, options.curve_rtol)
     consistency = [c for c in comps if c.kind == EQUIVALENCE]
-    dims = {d: judge_probe(arm, d) for d in DIMENSIONS}
+    dims = {d: judge_probe(arm, d) for d in dimension_names()}
     functional_probe = dims["functional"].status
     dims["functional"] = judge_functional(arm, nonfinite_runs(arm.finished, _metric_key(arm, options)))
     if functional_probe == NOT_RUN and dims["functional"].status == PASS:   # a pass on the sweep's jobs alone: said

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from xml.etree import ElementTree
 
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict.build import Row, Verdict
-from evalkit.verdict.dimensions import DIMENSIONS, FAIL, PASS
+from evalkit.verdict.dimensions import FAIL, PASS
 
 JUNIT_FILE, SUMMARY_FILE = "junit.xml", "summary.md"
 
@@ -24,7 +25,7 @@ def junit_xml(verdict: Verdict, gated_statuses: set[str]) -> str:
     suite = ElementTree.Element("testsuite", name="evalkit verdict")
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for row in verdict.rows:
-        for dim in DIMENSIONS:
+        for dim in dimension_names():
             cell = row.dimensions[dim]
             case = ElementTree.SubElement(suite, "testcase", classname=case_name(row), name=dim)
             ElementTree.SubElement(case, "system-out").text = f"[{row.key.caliber}] {cell.cell()}"
@@ -50,12 +51,13 @@ def markdown_summary(verdict: Verdict, gate_failures: list[str], fail_on: list[s
                 + "; ".join(f"`{f}`" for f in gate_failures) + ".")
     else:
         gate = f"CI gate passed (`--fail-on {','.join(fail_on)}`)."
-    lines = ["# evalkit verdict", "", gate, "", "| trainer | mode | task | " + " | ".join(DIMENSIONS) + " |",
-             "|---|---|---|" + "---|" * len(DIMENSIONS)]
+    lines = ["# evalkit verdict", "", gate, "", "| trainer | mode | task | " + " | ".join(dimension_names()) + " |",
+             "|---|---|---|" + "---|" * len(dimension_names())]
     for row in verdict.rows:
-        cells = [("**fail**" if row.dimensions[d].status == FAIL else row.dimensions[d].status) for d in DIMENSIONS]
+        cells = [("**fail**" if row.dimensions[d].status == FAIL else row.dimensions[d].status)
+                 for d in dimension_names()]
         lines.append(f"| {row.key.trainer} | {row.key.mode} | {row.key.task} | " + " | ".join(cells) + " |")
-    failed = [(row, d) for row in verdict.rows for d in DIMENSIONS if row.dimensions[d].status == FAIL]
+    failed = [(row, d) for row in verdict.rows for d in dimension_names() if row.dimensions[d].status == FAIL]
     if failed:
         lines += ["", "## Why each fail", ""]
         for row, d in failed:

@@ -117,14 +117,14 @@ def options_from(args):
 
 def fail_on_problem(text: str | None) -> str | None:
     """What is wrong with a --fail-on value (evalkit-eval checks it before training), or None."""
-    from evalkit.verdict.dimensions import DIMENSIONS
+    from evalkit.probes.catalog import dimension_names
 
     if text is not None and not _split(text):
-        return (f"--fail-on: empty ({text!r}) would gate nothing; name dimensions ({', '.join(DIMENSIONS)}) and/or "
-                f"{' and '.join(GATE_WORDS)}, or leave the flag out")
-    unknown = set(_split(text or "")) - set(DIMENSIONS) - set(GATE_WORDS)
+        return (f"--fail-on: empty ({text!r}) would gate nothing; name dimensions ({', '.join(dimension_names())}) "
+                f"and/or {' and '.join(GATE_WORDS)}, or leave the flag out")
+    unknown = set(_split(text or "")) - set(dimension_names()) - set(GATE_WORDS)
     if unknown:
-        return (f"--fail-on: unknown dimension(s) {sorted(unknown)}; choose from {', '.join(DIMENSIONS)}, and "
+        return (f"--fail-on: unknown dimension(s) {sorted(unknown)}; choose from {', '.join(dimension_names())}, and "
                 f"optionally {' and '.join(GATE_WORDS)}")
     return None
 
@@ -151,15 +151,16 @@ def write_ci_files(folder: Path | None, verdict, failures: list[str], fail_on: l
 def gate(verdict, fail_on: list[str], wrappers: list[str]) -> list[str]:
     """Failures that make the exit code 3: '<arm>: <dimension> (<status>)' for gated wrappers and dimensions; a
     cell fails the gate when it is fail, or inconclusive / not run when --fail-on names those words."""
+    from evalkit.probes.catalog import dimension_names
     from evalkit.verdict.build import row_label
-    from evalkit.verdict.dimensions import DIMENSIONS, FAIL
+    from evalkit.verdict.dimensions import FAIL
 
     names = {r.key.trainer for r in verdict.rows} | {r.key.label for r in verdict.rows}
     missing = [w for w in wrappers if w not in names]
     if missing:
         raise BadInput(f"--wrappers: no arm for {missing}; present: {', '.join(sorted(names))}")
     statuses = {FAIL} | {GATE_WORDS[w] for w in fail_on if w in GATE_WORDS}
-    dims = [d for d in fail_on if d in DIMENSIONS] or (list(DIMENSIONS) if len(statuses) > 1 else [])
+    dims = [d for d in fail_on if d in dimension_names()] or (list(dimension_names()) if len(statuses) > 1 else [])
     chosen = [r for r in verdict.rows if not wrappers or r.key.trainer in wrappers or r.key.label in wrappers]
     unjudged = sorted({d for r in chosen for d in dims
                        if r.dimensions[d].status in set(GATE_WORDS.values()) - statuses})

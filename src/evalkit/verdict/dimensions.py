@@ -23,8 +23,6 @@ from evalkit.analysis.planning import MAX_SEEDS
 from evalkit.analysis.records import trainer_overrides
 from evalkit.analysis.stats import DEVIATION, EQUIVALENT
 
-DIMENSIONS = ("functional", "semantics", "consistency", "performance",
-              "stability", "customization", "maintenance")
 PASS, FAIL, INCONCLUSIVE, NOT_RUN = "pass", "fail", "inconclusive", "not run"
 BUDGET_LABELS = {names.PERF_SAMPLES_PER_S: "thr", names.PERF_PEAK_MEM: "mem"}
 

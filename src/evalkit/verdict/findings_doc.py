@@ -17,11 +17,10 @@ import json
 import tempfile
 
 from evalkit import names
+from evalkit.probes.catalog import dimension_names
 from evalkit.probes.findings import Finding, ProbeResult
-from evalkit.verdict.dimensions import DIMENSIONS
 
 SCHEMA = "evalkit.findings/1"
-PROBES = ("semantics", "functional", "stability", "consistency", "performance", "customization", "maintenance")
 FINDING_FIELDS = ("code", "title", "job", "first_step", "size", "explained_by", "knob")
 
 
@@ -70,13 +69,24 @@ def take_snapshot(client, experiment: str = "evalkit", taken: str = "") -> dict:
             path = client.download_artifacts(
                 verdicts[0].info.run_id, f"{names.VERDICT_ARTIFACT_DIR}/{names.VERDICT_JSON_FILE}", tmp)
             with open(path) as fh:
-                rows = [{"trainer": r["arm"]["trainer"], "mode": r["arm"]["mode"], "task": r["arm"]["task"],
-                         "caliber": r["arm"]["caliber"],
-                         "cells": {d: _cell(r["dimensions"][d]) for d in DIMENSIONS}} for r in json.load(fh)["rows"]]
+                rows = verdict_rows(json.load(fh))
     if not probes and not rows:
         raise ValueError(f"experiment {experiment!r} holds no finished probe run and no verdict: nothing to show")
     return {"schema": SCHEMA, "taken": taken, "evalkit_commit": ", ".join(sorted(c for c in commits if c)) or "?",
             "verdict": rows, "probes": probes}
+
+
+def verdict_rows(data: dict) -> list[dict]:
+    """The snapshot's rows of a verdict (its `verdict.json`): per arm, each dimension's cell as text."""
+    return [{"trainer": r["arm"]["trainer"], "mode": r["arm"]["mode"], "task": r["arm"]["task"],
+             "caliber": r["arm"]["caliber"], "cells": {d: _cell(cell) for d, cell in r["dimensions"].items()}}
+            for r in data["rows"]]
+
+
+def columns(rows: list[dict]) -> list[str]:
+    """The dimensions a snapshot's verdict rows hold, in the table's order (one stored before a probe existed has
+    no cell of it)."""
+    return [d for d in dimension_names() if all(d in r["cells"] for r in rows)]
 
 
 def _cell(dim: dict) -> str:
@@ -111,10 +121,10 @@ def verdict_excerpt(snapshot: dict, document: str) -> str:
         raise ValueError("the snapshot holds no verdict: nothing to excerpt")
     trainers = sorted({t for t, _ in rows})
     first = next(iter(snapshot["verdict"]))
+    dims = columns(snapshot["verdict"])
     out = [f"The quick evaluation of {snapshot.get('taken') or '(date not recorded)'} (task {first['task']}, caliber "
-           f"`{first['caliber']}`), aligned mode:", "", _row(["trainer", *DIMENSIONS]),
-           "|" + "---|" * (1 + len(DIMENSIONS))]
-    out += [_row([t, *(rows[t, "aligned"]["cells"][d].split(" (", 1)[0] for d in DIMENSIONS)])
+           f"`{first['caliber']}`), aligned mode:", "", _row(["trainer", *dims]), "|" + "---|" * (1 + len(dims))]
+    out += [_row([t, *(rows[t, "aligned"]["cells"][d].split(" (", 1)[0] for d in dims)])
             for t in trainers if (t, "aligned") in rows]
     out += ["", "Its semantics cells, each wrapper as its documented quick start writes it (`defaults`) and with "
                 "every documented knob set to the baseline's semantics (`aligned`):", "",
@@ -149,8 +159,9 @@ def render(snapshot: dict) -> str:
 def _verdict_section(rows: list[dict]) -> list[str]:
     if not rows:
         return []
-    out = ["## The verdict", "", _row(["trainer", "mode", *DIMENSIONS]), "|" + "---|" * (2 + len(DIMENSIONS))]
-    out += [_row([r["trainer"], r["mode"], *(r["cells"][d] for d in DIMENSIONS)])
+    dims = columns(rows)
+    out = ["## The verdict", "", _row(["trainer", "mode", *dims]), "|" + "---|" * (2 + len(dims))]
+    out += [_row([r["trainer"], r["mode"], *(r["cells"][d] for d in dims)])
             for r in sorted(rows, key=lambda r: (r["trainer"], r["mode"]))]
     return out + ["", f"Task {rows[0]['task']}, caliber `{rows[0]['caliber']}`; every reason is in the report.", ""]
 
@@ -159,7 +170,7 @@ def _headlines_section(probes: list[dict]) -> list[str]:
     """Each probe's cell per trainer and mode: its status and headline."""
     by = {(p["trainer"], p["mode"], p["probe"]): p for p in probes}
     arms = sorted({(p["trainer"], p["mode"]) for p in probes})
-    shown = [d for d in PROBES if any(p["probe"] == d for p in probes)]
+    shown = [d for d in dimension_names("asks") if any(p["probe"] == d for p in probes)]
     if not arms:
         return []
     out = ["## Every probe, per wrapper and mode", "", _row(["trainer", "mode", *shown]),

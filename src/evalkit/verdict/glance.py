@@ -1,11 +1,11 @@
 """The report's first screen: one short paragraph per wrapper in plain words, its quick start beside it.
 
-Per wrapper (its aligned row, leads.py), in the order a team with its own loop asks: what differs from that loop and
-the setting that aligns it, whether the results match, what it can run, what it costs per step and in memory, what
-breaks under kill, corrupt and OOM drills, what it costs to customize and to keep; then the dimensions not judged and
-what would judge them. Beside it, what the documented quick start gives you (the wrapper's defaults-mode rows).
-Figures' names, run ids and every reason stay in the report's detail below; a paragraph holds at most PARAGRAPH_MAX
-characters, a quick start QUICK_START_MAX.
+Per wrapper (its aligned row, leads.py), in the order a team with its own loop asks (each probe's `Dimension.asks`):
+what differs from that loop and the setting that aligns it, whether the results match, what it can run, what it costs
+per step and in memory, what breaks under kill, corrupt and OOM drills, what it costs to customize and to keep; then
+the dimensions not judged and what would judge them. Beside it, what the documented quick start gives you (the
+wrapper's defaults-mode rows). Figures' names, run ids and every reason stay in the report's detail below; a
+paragraph holds at most PARAGRAPH_MAX characters, a quick start QUICK_START_MAX.
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from evalkit.analysis.arms import Arm, ArmKey
 from evalkit.analysis.records import trainer_overrides
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict.build import Row, Verdict
 from evalkit.verdict.dimensions import FAIL, NOT_RUN
 from evalkit.verdict.leads import LEADING_MODE, leads
 from evalkit.verdict.plain import and_list, clip, differences, evidence, sentence
 
-ORDER = ("semantics", "consistency", "functional", "performance", "stability", "customization", "maintenance")
 PARAGRAPH_MAX, QUICK_START_MAX = 900, 450
 QUICK_START = "What the documented quick start gives you"
 INTRO = ("One paragraph per wrapper, measured against your hand-written loop (evalkit's baseline) with the wrapper's "
@@ -54,13 +54,13 @@ def _title(key: ArmKey, keys: list[ArmKey]) -> str:
 
 
 def paragraph(row: Row, arm: Arm | None) -> str:
-    said = [sentence(evidence(row, arm, d)) for d in ORDER if row.dimensions[d].status != NOT_RUN]
+    said = [sentence(evidence(row, arm, d)) for d in dimension_names("asks") if row.dimensions[d].status != NOT_RUN]
     return clip(" ".join(said + [not_judged(row)]).strip(), PARAGRAPH_MAX)
 
 
 def not_judged(row: Row) -> str:
     """'Not judged: stability and maintenance (no probe ran for them); `evalkit probe=<dimension> ...` judges each.'"""
-    dims = [d for d in ORDER if row.dimensions[d].status == NOT_RUN]
+    dims = [d for d in dimension_names("asks") if row.dimensions[d].status == NOT_RUN]
     if not dims:
         return ""
     by_why: dict[str, list[str]] = {}
@@ -78,14 +78,14 @@ def quick_start(rows: list[Row], arms: dict[ArmKey, Arm]) -> str:
     for row in rows:
         lead = "" if row.key.mode == "defaults" else f"In {row.key.mode} mode: "
         said = []
-        for dim in ORDER:
+        for dim in dimension_names("asks"):
             if row.dimensions[dim].status == NOT_RUN:
                 continue
             e = evidence(row, arms.get(row.key), dim)
             said.append(f"Differs from your loop in {differences(e, 3, True)}." if dim == "semantics"
                         and e.status == FAIL and e.findings else sentence(e))
-        judged = [d for d in ORDER if row.dimensions[d].status != NOT_RUN]
-        if judged and len(judged) < len(ORDER):
+        judged = [d for d in dimension_names("asks") if row.dimensions[d].status != NOT_RUN]
+        if judged and len(judged) < len(dimension_names("asks")):
             said.append(f"Only its {and_list(judged)} {'was' if len(judged) == 1 else 'were'} judged in this mode.")
         parts.append(lead + (" ".join(said) or "Nothing was judged in this mode."))
     return clip(" ".join(parts), QUICK_START_MAX)

@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 from evalkit import names
 from evalkit.analysis.arms import Arm
 from evalkit.analysis.compare import BUDGET, EQUIVALENCE, OUTSIDE, WITHIN, Comparison
+from evalkit.probes.catalog import dimension
 from evalkit.verdict.build import Row
 from evalkit.verdict.dimensions import FAIL, INCONCLUSIVE, PASS, DimensionResult, delta_figure, level_text, margin_text
-
-CAPS = {"semantics": 170, "consistency": 100, "functional": 100, "performance": 280, "stability": 200,
-        "customization": 120, "maintenance": 130}     # characters: the glance's paragraph stays short
 
 
 @dataclass
@@ -308,10 +306,17 @@ def maintenance(e: Evidence) -> str:
     return ("Heavy to keep: " if e.status == FAIL else "To keep it: ") + ", ".join(parts) + "."
 
 
+# The bundled probes' own phrasings; any other probe is said from what it declares (`declared`).
 SAYERS = {"semantics": semantics, "consistency": consistency, "functional": functional, "performance": performance,
           "stability": stability, "customization": customization, "maintenance": maintenance}
 
 
+def declared(e: Evidence) -> str:
+    """A probe's cell in the words its dimension declares: "<says>: <headline>." (its figure, else its status)."""
+    said = e.headline or e.cell.figure or e.status
+    return f"{dimension(e.dim).says}: {said.rstrip('.')}."
+
+
 def sentence(e: Evidence) -> str:
-    """The dimension in one sentence within its cap."""
-    return clip(SAYERS[e.dim](e), CAPS[e.dim])
+    """The dimension in one sentence within its cap (`Dimension.cap`: the glance's paragraph stays short)."""
+    return clip(SAYERS.get(e.dim, declared)(e), dimension(e.dim).cap)

@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from evalkit import names
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict.build import Verdict
-from evalkit.verdict.dimensions import DIMENSIONS, FAIL
+from evalkit.verdict.dimensions import FAIL
 from evalkit.verdict.figure import Plot
 from evalkit.verdict.plots import all_plots
 from evalkit.verdict.report import blocks, render_html, render_markdown, summary_blocks
@@ -76,7 +77,7 @@ def verdict_record(verdict: Verdict, inputs: dict, experiment_id: str) -> Verdic
     o = verdict.options
     params = {"alpha": o.alpha, "default_margin": o.default_margin, "throughput_min": o.throughput_min,
               "memory_max": o.memory_max, "scenario": o.scenario, "arms": len(verdict.arms)}
-    fails = {d: sum(r.dimensions[d].status == FAIL for r in verdict.rows) for d in DIMENSIONS}
+    fails = {d: sum(r.dimensions[d].status == FAIL for r in verdict.rows) for d in dimension_names()}
     metrics = {**{f"verdict/fails/{d}": n for d, n in fails.items()}, "verdict/rows": len(verdict.rows)}
     return VerdictRecord(experiment_id, f"verdict-{o.scenario}", tags, {k: str(v) for k, v in params.items()},
                          metrics, render_markdown(None, summary_blocks(verdict)).strip(), o.scenario, inputs)

@@ -11,8 +11,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from evalkit.analysis.arms import ArmKey
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict.build import Row, Verdict, row_label
-from evalkit.verdict.dimensions import DIMENSIONS, NOT_RUN
+from evalkit.verdict.dimensions import NOT_RUN
 from evalkit.verdict.leads import leads
 from evalkit.verdict.plain import and_list, clip
 from evalkit.verdict.scenarios import Standing
@@ -33,11 +34,11 @@ class Group:
 
     @property
     def title(self) -> str:
-        if len(self.judged) == len(DIMENSIONS):
-            return f"Judged on all {len(DIMENSIONS)} dimensions"
+        if len(self.judged) == len(dimension_names()):
+            return f"Judged on all {len(dimension_names())} dimensions"
         if not self.judged:
             return "Judged on no dimension"
-        missing = [d for d in DIMENSIONS if d not in self.judged]
+        missing = [d for d in dimension_names() if d not in self.judged]
         return f"Judged on {and_list(list(self.judged))} only (not on {and_list(missing)})"
 
 
@@ -81,6 +82,6 @@ def quick_start_cell(rows: list[Row]) -> str:
     parts = []
     for row in rows:
         lead = "" if row.key.mode == "defaults" else f"{row.key.mode}: "
-        cells = [f"{d} {row.dimensions[d].cell()}" for d in DIMENSIONS if row.dimensions[d].status != NOT_RUN]
+        cells = [f"{d} {row.dimensions[d].cell()}" for d in dimension_names() if row.dimensions[d].status != NOT_RUN]
         parts.append(lead + ("; ".join(cells) or "nothing judged"))
     return clip("; ".join(parts), 120) or "-"

@@ -14,9 +14,10 @@ from evalkit import names
 from evalkit.analysis import finite
 from evalkit.analysis.compare import EQUIVALENCE, NONFINITE, RELATIVE, Comparison
 from evalkit.analysis.records import RunRecord, probe_runs
+from evalkit.probes.catalog import dimension_names, dimensions
 from evalkit.verdict import ranking
 from evalkit.verdict.build import Verdict, row_label
-from evalkit.verdict.dimensions import DIMENSIONS, amount, level_text, margin_text, spread_text
+from evalkit.verdict.dimensions import amount, level_text, margin_text, spread_text
 from evalkit.verdict.figure import Plot
 from evalkit.verdict.glance import INTRO, QUICK_START, glance
 from evalkit.verdict.probe_plots import SEMANTICS, semantic_probe_runs
@@ -66,15 +67,17 @@ def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
         rows = list(rows)
         base = rows[0].baseline
         out += [Block("h3", f"{task} · caliber {caliber} · baseline {base.label if base else 'none'}"),
-                Block("table", headers=["wrapper", "mode", "runs"] + list(DIMENSIONS),
+                Block("table", headers=["wrapper", "mode", "runs"] + list(dimension_names()),
                       rows=[arm_cells(r) + dimension_cells(r) for r in rows])]
     out += _versions(verdict)
     out += _ranking(verdict)
     reasons = fail_reasons(verdict)
     out += [Block("h2", "Reasons for every fail"), Block("list", rows=[[r] for r in reasons] or [["none"]])]
     out += _semantic_findings(semantic_probe_runs(verdict))
-    for dim, title in MEASURING_PROBES.items():
-        out += _probe_sections(dim, title, probe_runs([r for a in verdict.arms.values() for r in a.runs], dim))
+    for dim in dimensions():          # each probe's own section, where it declares one (semantics' is above)
+        if dim.report_title:
+            out += _probe_sections(dim.name, dim.report_title,
+                                   probe_runs([r for a in verdict.arms.values() for r in a.runs], dim.name))
     out += [Block("h2", "Stability and noise warnings")] + warning_blocks(verdict.warnings)
     out += [Block("h2", "Plots")] + [b for p in plots for b in _plot_blocks(p)]
     out += [Block("h2", "Comparisons"), _comparison_table(verdict), Block("h2", "Method"), Block("text", METHOD)]
@@ -173,16 +176,6 @@ def _semantic_findings(runs: list[RunRecord]) -> list[Block]:
     return out
 
 
-MEASURING_PROBES = {"functional": "Functional probe: one item per capability, with its evidence",
-                    "performance": "Performance probe: per-step cost, start-up, training memory",
-                    "consistency": "Consistency probe: step by step, paired seeds, one switch at a time",
-                    "stability": "Stability probe: kill and resume, damaged checkpoints, errors, long run",
-                    "customization": "Customization probe: a custom loss and a custom callback, verified, their "
-                                     "cost from the source",
-                    "maintenance": "Maintenance probe: deprecations in a standard run, import cost, dependencies, "
-                                   "release history"}
-
-
 def _probe_sections(dim: str, title: str, runs: list[RunRecord]) -> list[Block]:
     """Per probe run of `dim`: its status and headline, then the tables its judge wrote."""
     if not runs:
@@ -263,7 +256,7 @@ def _value(v) -> str:
 def _ranking(verdict: Verdict) -> list[Block]:
     name = verdict.options.scenario
     weights = verdict.options.scenarios[name]
-    note = (f"Scenario **{name}** (weights " + ", ".join(f"{d} {weights[d]:g}" for d in DIMENSIONS)
+    note = (f"Scenario **{name}** (weights " + ", ".join(f"{d} {weights[d]:g}" for d in dimension_names())
             + "). Shown beside the table, never instead of it; dimensions not run are left out of the score "
             "and coverage is the share of the weight that was measured. " + ranking.NOTE)
     found = ranking.groups(verdict)
@@ -306,7 +299,7 @@ def _comparison_table(verdict: Verdict) -> Block:
 
 def summary_blocks(verdict: Verdict) -> list[Block]:
     """The verdict at a glance (for a run's description): the per-dimension table and the ranking."""
-    table = Block("table", headers=["wrapper", "mode", "runs", "task"] + list(DIMENSIONS),
+    table = Block("table", headers=["wrapper", "mode", "runs", "task"] + list(dimension_names()),
                   rows=[arm_cells(r) + [r.key.task] + dimension_cells(r) for r in verdict.rows])
     return [table] + _ranking(verdict)[1:]
 

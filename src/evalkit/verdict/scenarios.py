@@ -11,17 +11,20 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalkit.verdict.dimensions import DIMENSIONS, FAIL, INCONCLUSIVE, NOT_RUN, PASS
+from evalkit.probes.catalog import dimension_names, dimensions
+from evalkit.verdict.dimensions import FAIL, INCONCLUSIVE, NOT_RUN, PASS
 
-DEFAULT_SCENARIOS: dict[str, dict[str, float]] = {
-    "balanced": {d: 1.0 for d in DIMENSIONS},
-    # Research prototypes change training logic all the time: customisation cost weighs most.
-    "research": {"functional": 1.0, "semantics": 1.0, "consistency": 1.5, "performance": 1.0,
-                 "stability": 0.5, "customization": 3.0, "maintenance": 0.5},
-    # Long-running platforms live with the wrapper for years: maintenance and stability weigh most.
-    "platform": {"functional": 1.5, "semantics": 1.0, "consistency": 1.5, "performance": 1.0,
-                 "stability": 3.0, "customization": 0.5, "maintenance": 3.0},
-}
+# Research prototypes change training logic all the time: customisation cost weighs most. Long-running platforms
+# live with the wrapper for years: maintenance and stability weigh most. Each probe declares its weight in each
+# (`Dimension.weights`; `balanced` gives every dimension its `weight`, 1).
+SCENARIO_NAMES = ("balanced", "research", "platform")
+
+
+def default_scenarios() -> dict[str, dict[str, float]]:
+    """scenario -> {dimension: weight}, as the probes declare them."""
+    return {name: {d.name: d.weight_in(name) for d in dimensions()} for name in SCENARIO_NAMES}
+
+
 STATUS_SCORE = {PASS: 1.0, INCONCLUSIVE: 0.5, FAIL: 0.0}
 PACKAGE_FILE = Path(__file__).resolve().parent.parent / "conf" / "verdict" / "scenarios.yaml"
 
@@ -32,7 +35,7 @@ class ScenarioError(ValueError):
 
 def load_scenarios(path: str | Path | None = None) -> dict[str, dict[str, float]]:
     """Defaults, overridden by the packaged config file and then by `path` (scenario by scenario)."""
-    scenarios = {name: dict(w) for name, w in DEFAULT_SCENARIOS.items()}
+    scenarios = default_scenarios()
     for source in (PACKAGE_FILE if PACKAGE_FILE.is_file() else None, path):
         if source is not None:
             scenarios.update(_read(Path(source)))
@@ -58,10 +61,10 @@ def _read(path: Path) -> dict[str, dict[str, float]]:
 def _weights(name, weights, path) -> dict[str, float]:
     if not isinstance(weights, dict):
         raise ScenarioError(f"{path}: scenario {name!r} must map dimensions to weights")
-    unknown = set(weights) - set(DIMENSIONS)
+    unknown = set(weights) - set(dimension_names())
     if unknown:
         raise ScenarioError(f"{path}: scenario {name!r} names unknown dimensions {sorted(unknown)}")
-    out = {d: float(weights.get(d, 0.0)) for d in DIMENSIONS}
+    out = {d: float(weights.get(d, 0.0)) for d in dimension_names()}
     if any(w < 0 for w in out.values()) or not any(out.values()):
         raise ScenarioError(f"{path}: scenario {name!r} needs non-negative weights, not all zero")
     return out
@@ -86,7 +89,8 @@ def standing(label: str, statuses: dict[str, str], weights: dict[str, float]) ->
     measured = sum(weights[d] for d in run)
     score = sum(weights[d] * STATUS_SCORE.get(s, 0.5) for d, s in run.items()) / measured if measured else 0.0
     fails = tuple(d for d, s in statuses.items() if s == FAIL)
-    return Standing(label, score, measured / total if total else 0.0, fails, tuple(d for d in DIMENSIONS if d in run))
+    return Standing(label, score, measured / total if total else 0.0, fails,
+                    tuple(d for d in dimension_names() if d in run))
 
 
 def rank(entries: dict[str, dict[str, str]], weights: dict[str, float]) -> list[Standing]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from itertools import groupby
 
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict import ranking
 from evalkit.verdict.build import Row, Verdict, row_label
-from evalkit.verdict.dimensions import DIMENSIONS, FAIL
+from evalkit.verdict.dimensions import FAIL
 from evalkit.verdict.glance import glance_text
 from evalkit.verdict.versions import version_pairs, versions_text
 
@@ -18,7 +19,7 @@ def arm_cells(row: Row) -> list[str]:
 
 
 def dimension_cells(row: Row) -> list[str]:
-    return [row.dimensions[d].cell() for d in DIMENSIONS]
+    return [row.dimensions[d].cell() for d in dimension_names()]
 
 
 def grid(headers: list[str], rows: list[list[str]]) -> str:
@@ -38,7 +39,7 @@ def terminal_table(verdict: Verdict) -> str:
         rows = list(rows)
         base = rows[0].baseline
         title = f"task {task}  caliber {caliber}  baseline {base.label if base else 'none'}"
-        body = grid(ARM_HEADERS + list(DIMENSIONS), [arm_cells(r) + dimension_cells(r) for r in rows])
+        body = grid(ARM_HEADERS + list(dimension_names()), [arm_cells(r) + dimension_cells(r) for r in rows])
         blocks.append(title + "\n" + body)
     return "\n\n".join(blocks)
 
@@ -48,7 +49,7 @@ def ranking_table(verdict: Verdict) -> str:
     name = verdict.options.scenario
     weights = verdict.options.scenarios[name]
     header = (f"Overall ranking, scenario '{name}' (weights: "
-              + ", ".join(f"{d} {weights[d]:g}" for d in DIMENSIONS)
+              + ", ".join(f"{d} {weights[d]:g}" for d in dimension_names())
               + "); dimensions not run are left out of the score.\n" + ranking.NOTE)
     found = ranking.groups(verdict)
     quick = ranking.with_quick_start(found)
@@ -60,7 +61,7 @@ def fail_reasons(verdict: Verdict) -> list[str]:
     """'<arm>: <dimension>: <reason>' for every failed dimension of every row."""
     out = []
     for row in verdict.rows:
-        for dim in DIMENSIONS:
+        for dim in dimension_names():
             result = row.dimensions[dim]
             if result.status == FAIL:
                 for reason in result.reasons or [result.figure]:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from evalkit import names
 from evalkit.analysis.arms import Arm, ArmKey
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict.build import Verdict
-from evalkit.verdict.dimensions import DIMENSIONS, INCONCLUSIVE, NOT_RUN
+from evalkit.verdict.dimensions import INCONCLUSIVE, NOT_RUN
 
 CODED = ("semantics",)     # the probes whose findings carry a code (`probe/<dim>.json` findings[].code)
 
@@ -78,7 +79,7 @@ def version_pairs(verdict: Verdict) -> list[VersionPair]:
 
 def _pair(reference: ArmKey, other: ArmKey, rows, arms: dict[ArmKey, Arm]) -> VersionPair:
     pair = VersionPair(reference, other)
-    for dim in DIMENSIONS:
+    for dim in dimension_names():
         before, after = rows[reference].dimensions[dim], rows[other].dimensions[dim]
         if NOT_RUN in (before.status, after.status):
             if before.status != after.status:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from junitparser import Failure, JUnitXml, Skipped
 
 from evalkit.analysis.synthetic import ArmPlan, records
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict import VerdictOptions, build_verdict
 from evalkit.verdict.ci_report import junit_xml, markdown_summary
 from evalkit.verdict.cli import gate
-from evalkit.verdict.dimensions import DIMENSIONS
 
 FRAGILE = {"customization": 1.0, "stability": 0.0, "maintenance": 1.0}
 
@@ -25,7 +25,7 @@ def test_a_junit_parser_reads_one_case_per_arm_and_dimension_fails_as_failures(t
     path.write_text(junit_xml(verdict, set()))
     suite = next(iter(JUnitXml.fromfile(str(path))))
     cases = {(c.classname, c.name): c for c in suite}
-    assert len(cases) == len(verdict.rows) * len(DIMENSIONS) == suite.tests
+    assert len(cases) == len(verdict.rows) * len(dimension_names()) == suite.tests
     fragile = [r for r in verdict.rows if r.key.trainer == "fragile"][0]
     stability = cases[(f"evalkit.fragile.{fragile.key.mode}.{fragile.key.task}", "stability")]
     (failure,) = stability.result
@@ -33,7 +33,7 @@ def test_a_junit_parser_reads_one_case_per_arm_and_dimension_fails_as_failures(t
     assert "stability probe failed" in failure.text
     not_run = cases[(f"evalkit.fragile.{fragile.key.mode}.{fragile.key.task}", "semantics")]
     assert isinstance(not_run.result[0], Skipped) and not_run.result[0].message == "not run"
-    assert suite.failures == sum(r.dimensions[d].status == "fail" for r in verdict.rows for d in DIMENSIONS)
+    assert suite.failures == sum(r.dimensions[d].status == "fail" for r in verdict.rows for d in dimension_names())
 
 
 def test_gated_words_turn_not_run_cells_into_failures(tmp_path):
@@ -42,7 +42,7 @@ def test_gated_words_turn_not_run_cells_into_failures(tmp_path):
     path.write_text(junit_xml(verdict, {"not run", "inconclusive"}))
     suite = next(iter(JUnitXml.fromfile(str(path))))
     assert suite.skipped == 0
-    assert suite.failures == sum(r.dimensions[d].status != "pass" for r in verdict.rows for d in DIMENSIONS)
+    assert suite.failures == sum(r.dimensions[d].status != "pass" for r in verdict.rows for d in dimension_names())
 
 
 def test_the_summary_says_whether_the_gate_passed_and_why_each_fail():

@@ -8,8 +8,8 @@ import pytest
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 from evalkit.analysis.synthetic import ArmPlan, build_store  # noqa: E402
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict.cli import main  # noqa: E402
-from evalkit.verdict.dimensions import DIMENSIONS  # noqa: E402
 
 PROBES_NOT_BUILT = ("semantics", "stability", "customization", "maintenance")
 
@@ -83,7 +83,7 @@ def test_report_files_are_self_contained(full_run):
     data = json.loads((out / "verdict.json").read_text())
     statuses = {r["arm"]["trainer"]: {d: v["status"] for d, v in r["dimensions"].items()} for r in data["rows"]}
     assert statuses["accelerate"]["consistency"] == "fail" and statuses["lightning"]["consistency"] == "pass"
-    assert set(statuses["lightning"]) == set(DIMENSIONS)
+    assert set(statuses["lightning"]) == set(dimension_names())
 
 
 def test_verdict_run_is_logged_with_its_json(sweep, full_run, tmp_path):

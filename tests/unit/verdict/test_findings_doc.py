@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from evalkit import names
+from evalkit.probes.catalog import dimension_names
 from evalkit.probes.findings import Finding, ProbeResult
-from evalkit.verdict.dimensions import DIMENSIONS
 from evalkit.verdict.findings_doc import SCHEMA, render, results_name, take_snapshot, verdict_excerpt
 
 ORDER = Finding("order.shuffled", "data order differs from evalkit's", "ws1-noclip", 1,
@@ -63,7 +63,7 @@ def store(tmp_path):
             {"performance.json": timed.to_json()}, "probe")
     log_run(client, exp_id, {names.ROLE: names.ROLE_JOB, names.TRAINER: "hf_trainer",
                              names.WRAPPER_VERSION: "5.24.0"}, {}, "records")
-    dims = {d: {"status": "not run", "figure": "", "reasons": []} for d in DIMENSIONS}
+    dims = {d: {"status": "not run", "figure": "", "reasons": []} for d in dimension_names()}
     dims["semantics"] = {"status": "fail", "figure": "1 finding: data order differs", "reasons": []}
     row = {"arm": {"trainer": "hf_trainer", "mode": "defaults", "task": "mlp_regression", "caliber": "hw=cpu|bs=32"},
            "dimensions": dims}
@@ -92,7 +92,8 @@ def test_the_document_says_where_it_comes_from_and_shows_what_the_snapshot_holds
             "(shuffle=True, seed=42) | 1 (ws1-noclip) | TrainingArguments(seed=...) (verified: aligned mode shows "
             "none) |") in text
     assert "| hf_trainer | aligned | 815 [748, 882] | 176 [173, 178] |" in text
-    assert "| hf_trainer | aligned | pass | fail: 8/9 items: long run |" in text
+    assert "| trainer | mode | semantics | performance | stability |" in text          # in the order a team asks
+    assert "| hf_trainer | aligned | pass | pass: step 1.02x | fail: 8/9 items: long run |" in text
 
 
 def test_an_empty_store_or_a_foreign_file_is_refused_with_its_reason(tmp_path):
@@ -128,7 +129,7 @@ def test_the_readme_excerpt_shows_each_cell_of_the_snapshot_and_links_the_docume
     assert text.endswith("[docs/results/x.md](docs/results/x.md).")
     aligned = json.loads(json.dumps(snap))
     aligned["verdict"].append({**aligned["verdict"][0], "mode": "aligned",
-                               "cells": {d: "pass (0 findings)" for d in DIMENSIONS}})
-    assert "| hf_trainer | " + " | ".join(["pass"] * len(DIMENSIONS)) + " |" in verdict_excerpt(aligned, "d.md")
+                               "cells": {d: "pass (0 findings)" for d in dimension_names()}})
+    assert "| hf_trainer | " + " | ".join(["pass"] * len(dimension_names())) + " |" in verdict_excerpt(aligned, "d.md")
     with pytest.raises(ValueError, match="no verdict"):
         verdict_excerpt({**snap, "verdict": []}, "d.md")

@@ -8,6 +8,7 @@ from omegaconf import MISSING, DictConfig
 
 from evalkit.config import AT_LEAST_1, ProbeConfig, Range
 from evalkit.presets import ProbePlan
+from evalkit.probes.dimension import Dimension
 
 SWITCHES = ("bf16_mixed", "fp16_mixed", "ws2")   # stage 3: one switch away from fp32, one process
 
@@ -34,3 +35,9 @@ PRESETS = {
     "quick": ProbePlan(["probe.seeds=2"], ("aligned",), jobs_per_run=4, job_s=0.8),
     "thorough": ProbePlan(["probe.seeds=5", "probe.switches=[bf16_mixed,fp16_mixed,ws2]"], jobs_per_run=40, job_s=0.8),
 }
+
+# What the verdict shows of it (evalkit.probes.dimension): its column, its place on the first screen, its section.
+DIMENSION = Dimension(question="do its results match the baseline's within seed noise?",
+                      column=3, asks=2, says="Whether the results match", cap=100,
+                      report_title="Consistency probe: step by step, paired seeds, one switch at a time",
+                      weights={"research": 1.5, "platform": 1.5})

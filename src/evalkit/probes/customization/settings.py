@@ -8,6 +8,7 @@ from omegaconf import MISSING
 
 from evalkit.config import AT_LEAST_0, AT_LEAST_1, POSITIVE, ProbeConfig, Range
 from evalkit.presets import ProbePlan
+from evalkit.probes.dimension import Dimension
 
 
 @dataclass
@@ -34,3 +35,10 @@ PRESETS = {   # two customized runs each
     "quick": ProbePlan([], ("aligned",), jobs_per_run=2, job_s=1.0),
     "thorough": ProbePlan([], jobs_per_run=2, job_s=1.0),
 }
+
+# What the verdict shows of it (evalkit.probes.dimension): its column, its place on the first screen, its section.
+DIMENSION = Dimension(question="what do a custom loss and a custom callback cost?",
+                      column=6, asks=6, says="What it costs to customize", cap=120,
+                      report_title=("Customization probe: a custom loss and a custom callback, verified, their cost "
+                                    "from the source"),
+                      weights={"research": 3.0, "platform": 0.5})

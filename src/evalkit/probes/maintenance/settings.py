@@ -8,6 +8,7 @@ from omegaconf import MISSING
 
 from evalkit.config import AT_LEAST_0, AT_LEAST_1, ProbeConfig, Range
 from evalkit.presets import ProbePlan
+from evalkit.probes.dimension import Dimension
 
 THRESHOLDS = ("max_deprecations", "max_import_s", "max_import_mib", "max_dependencies", "max_install_mib",
               "max_breaking_per_year", "max_release_age_days")
@@ -45,3 +46,10 @@ PRESETS = {   # the environment's figures once per wrapper (imports timed in 3 f
     "quick": ProbePlan(["probe.maintenance.import_repeats=3"], ("aligned",), jobs_per_run=3, job_s=6.9),
     "thorough": ProbePlan([], ("aligned",), jobs_per_run=4, job_s=6.9),
 }
+
+# What the verdict shows of it (evalkit.probes.dimension): its column, its place on the first screen, its section.
+DIMENSION = Dimension(question="what does keeping it cost?",
+                      column=7, asks=7, says="What it costs to keep", cap=130,
+                      report_title=("Maintenance probe: deprecations in a standard run, import cost, dependencies, "
+                                    "release history"),
+                      weights={"research": 0.5, "platform": 3.0})

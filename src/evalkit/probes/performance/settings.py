@@ -8,6 +8,7 @@ from omegaconf import MISSING
 
 from evalkit.config import AT_LEAST_1, POSITIVE, ProbeConfig, Range
 from evalkit.presets import ProbePlan
+from evalkit.probes.dimension import Dimension
 
 
 @dataclass
@@ -47,3 +48,9 @@ PRESETS = {
                        jobs_per_run=6, job_s=4.6),
     "thorough": ProbePlan(["probe.performance.time_limit_s=60"], jobs_per_run=6, job_s=4.6),
 }
+
+# What the verdict shows of it (evalkit.probes.dimension): its column, its place on the first screen, its section.
+DIMENSION = Dimension(question="what time per step and memory does the wrapper add?",
+                      column=4, asks=4, says="What it costs per step and in memory", cap=280,
+                      report_title="Performance probe: per-step cost, start-up, training memory",
+                      weights={"research": 1.0, "platform": 1.0})

@@ -7,6 +7,7 @@ from omegaconf import MISSING, DictConfig
 
 from evalkit.config import ProbeConfig, Range
 from evalkit.presets import ProbePlan
+from evalkit.probes.dimension import Dimension
 
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -41,3 +42,8 @@ PRESETS = {   # per world size 1, 2: no clip, clip; AdamW; short epoch; tokens a
     "quick": ProbePlan([], jobs_per_run=8, job_s=0.9),
     "thorough": ProbePlan([], jobs_per_run=8, job_s=0.9),
 }
+
+# What the verdict shows of it (evalkit.probes.dimension): its column, its place on the first screen, its section.
+DIMENSION = Dimension(question="does every optimizer step do what a careful loop does?",
+                      column=2, asks=1, says="What differs from your loop", cap=170,
+                      weights={"research": 1.0, "platform": 1.0})

@@ -7,6 +7,7 @@ from omegaconf import MISSING, DictConfig
 
 from evalkit.config import AT_LEAST_0, ProbeConfig, Range
 from evalkit.presets import ProbePlan
+from evalkit.probes.dimension import Dimension
 from evalkit.probes.stability.plan import ITEM_JOBS
 
 
@@ -38,3 +39,9 @@ PRESETS = {
     "quick": ProbePlan(["probe.world_sizes=[1]"], ("aligned",), jobs_per_run=13, job_s=0.8),
     "thorough": ProbePlan(["probe.long_steps=3000"], jobs_per_run=18, job_s=0.8),
 }
+
+# What the verdict shows of it (evalkit.probes.dimension): its column, its place on the first screen, its section.
+DIMENSION = Dimension(question="does it survive a kill, a damaged checkpoint, an error, and resume exactly?",
+                      column=5, asks=5, says="Under kill, corrupt and out-of-memory drills", cap=200,
+                      report_title="Stability probe: kill and resume, damaged checkpoints, errors, long run",
+                      weights={"research": 0.5, "platform": 3.0})
