@@ -20,10 +20,13 @@ from helpers import compose_config
 from semantic_plants import record_in_process
 
 from evalkit.adapters.hf_trainer import HFTrainerAdapter, task_module
+from evalkit.probes.catalog import load_probe
 from evalkit.probes.runner import probe_job_config
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.plan import tokens_job_name
-from evalkit.probes.semantics.probe import PROBE
+
+PROBE = load_probe("semantics")
+
 
 SETTINGS = ["trainer=hf_trainer", "trainer.mode=defaults", "probe=semantics", "probe.world_sizes=[1]",
             "probe.clip=[false]", "probe.optimizers=[sgd]", "probe.short_epoch=false", "probe.tokens=true"]

@@ -35,6 +35,3 @@ class ConsistencyProbe:
         from evalkit.probes.consistency.judge import judge
 
         return judge(jobs)
-
-
-PROBE = ConsistencyProbe()

@@ -92,6 +92,3 @@ def measure_sources(trainer: Any) -> tuple[dict[str, Any], list[str]]:
         cost["module"] = written[name]
         sources[name] = cost
     return sources, notes
-
-
-PROBE = CustomizationProbe()

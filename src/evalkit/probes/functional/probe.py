@@ -56,6 +56,3 @@ class FunctionalProbe:
         from evalkit.probes.functional.judge import judge
 
         return judge(jobs)
-
-
-PROBE = FunctionalProbe()

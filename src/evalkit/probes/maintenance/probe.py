@@ -48,6 +48,3 @@ class MaintenanceProbe:
         from evalkit.probes.maintenance.judge import judge
 
         return judge(jobs, measured or {})
-
-
-PROBE = MaintenanceProbe()

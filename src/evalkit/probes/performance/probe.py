@@ -56,6 +56,3 @@ class PerformanceProbe:
         from evalkit.probes.performance.judge import judge
 
         return judge(jobs)
-
-
-PROBE = PerformanceProbe()

@@ -88,6 +88,3 @@ class SemanticsProbe:
         from evalkit.probes.semantics.judge import judge
 
         return judge(jobs)
-
-
-PROBE = SemanticsProbe()

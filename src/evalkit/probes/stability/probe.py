@@ -87,6 +87,3 @@ class StabilityProbe:
         from evalkit.probes.stability.judge import judge
 
         return judge(jobs, self.leak_limit, self.log_limit)
-
-
-PROBE = StabilityProbe()

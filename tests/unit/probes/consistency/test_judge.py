@@ -10,11 +10,13 @@ from omegaconf import OmegaConf
 
 from evalkit import names
 from evalkit.analysis.stats import margin_bounds, p_equivalence, welch_test
+from evalkit.probes.catalog import load_probe
 from evalkit.probes.consistency.plan import CALIBER, job_name, parse_job_name
-from evalkit.probes.consistency.probe import PROBE
 from evalkit.probes.consistency.steps import TOLERANCE, relative_gap
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
+
+PROBE = load_probe("consistency")
 
 STEPS = 40
 TAGS = {names.VAL_METRIC: "mse", names.VAL_METRIC_HIGHER_IS_BETTER: "false", names.VAL_METRIC_SCALE: "relative",

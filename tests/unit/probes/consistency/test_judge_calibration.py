@@ -28,11 +28,13 @@ from omegaconf import OmegaConf
 
 from evalkit import names
 from evalkit.analysis import compare, stats
+from evalkit.probes.catalog import load_probe
 from evalkit.probes.consistency.finals import ALPHA, DEFAULT_MARGIN, compare_finals
 from evalkit.probes.consistency.plan import parse_job_name
-from evalkit.probes.consistency.probe import PROBE
 from evalkit.probes.consistency.settings import PRESETS
 from evalkit.probes.evidence import JobEvidence
+
+PROBE = load_probe("consistency")
 
 M = 4000
 LOWER, UPPER = stats.margin_bounds(DEFAULT_MARGIN)

@@ -10,10 +10,13 @@ import os
 from omegaconf import OmegaConf
 
 from evalkit import names
+from evalkit.probes.catalog import load_probe
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
 from evalkit.probes.functional.items import ITEMS
-from evalkit.probes.functional.probe import PROBE
+
+PROBE = load_probe("functional")
+
 
 MAX, EVERY = 12, 4
 

@@ -124,7 +124,8 @@ def test_the_start_up_and_the_import_footprint_are_reported():
 
 
 def test_a_cell_that_is_not_a_pass_gets_two_profile_jobs_and_their_section():
-    from evalkit.probes.performance.probe import PROBE
+    from evalkit.probes.catalog import load_probe
+    PROBE = load_probe("performance")
 
     cfg = OmegaConf.create({"probe": {"performance": {"depths": [2, 8, 32], "hidden": 256}},
                             "observe": {"warmup_steps": 5}, "hardware": {"threads": 0, "device": "cpu"}})
@@ -147,7 +148,8 @@ def test_a_cell_that_is_not_a_pass_gets_two_profile_jobs_and_their_section():
 
 
 def test_a_failed_job_gets_no_profile_jobs():
-    from evalkit.probes.performance.probe import PROBE
+    from evalkit.probes.catalog import load_probe
+    PROBE = load_probe("performance")
 
     cfg = OmegaConf.create({"probe": {"performance": {"depths": [2, 8, 32], "hidden": 256}},
                             "observe": {"warmup_steps": 5}, "hardware": {"threads": 0, "device": "cpu"}})

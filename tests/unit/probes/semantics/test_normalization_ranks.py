@@ -15,11 +15,14 @@ from helpers import compose_config
 from omegaconf import OmegaConf
 from semantic_plants import codes, replant_updates, set_stream
 
+from evalkit.probes.catalog import load_probe
 from evalkit.probes.runner import probe_job_config
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.oracle import Caliber, expected_lr, expected_windows
 from evalkit.probes.semantics.plan import tokens_job_name
-from evalkit.probes.semantics.probe import PROBE
+
+PROBE = load_probe("semantics")
+
 
 SETTINGS = ["trainer=baseline", "probe=semantics", "probe.world_sizes=[1,2]", "probe.clip=[false]",
             "probe.optimizers=[sgd]", "probe.short_epoch=false", "probe.tokens=true"]

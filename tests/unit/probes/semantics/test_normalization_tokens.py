@@ -16,14 +16,16 @@ from helpers import PLANTED, compose_config
 from semantic_plants import codes, record_in_process
 
 from evalkit.adapters.baseline import BaselineAdapter
+from evalkit.probes.catalog import load_probe
 from evalkit.probes.runner import probe_job_config
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.oracle import Caliber, GradientOracle, expected_windows
 from evalkit.probes.semantics.plan import tokens_job_name
-from evalkit.probes.semantics.probe import PROBE
 
 sys.path.insert(0, str(PLANTED))
 from planted_loop import PlantedAdapter  # noqa: E402
+
+PROBE = load_probe("semantics")
 
 PROBE_SETTINGS = ["trainer=baseline", "probe=semantics", "probe.world_sizes=[1]", "probe.clip=[false]",
                   "probe.optimizers=[sgd]", "probe.short_epoch=false", "probe.tokens=true"]
