@@ -146,3 +146,18 @@ def test_evalkits_core_never_imports_the_adapters():
 def test_an_import_of_the_adapters_from_the_core_is_found(tmp_path):
     (tmp_path / "sneaky.py").write_text("import os\nfrom evalkit.adapters.baseline import BaselineAdapter\n")
     assert core_imports_of_adapters(tmp_path) == ["sneaky.py: evalkit.adapters.baseline"]
+
+
+def test_every_bundled_wrapper_is_in_every_rule_that_keeps_wrappers_out():
+    """A contract that forbids the wrappers names each bundled trainer's (the top-level packages its YAML's
+    `modules` lists): a wrapper added later is kept out too, or this fails naming it."""
+    import yaml
+
+    wrappers = {m.split(".")[0] for path in (REPO / "src" / "evalkit" / "conf" / "trainer").glob("*.yaml")
+                for m in yaml.safe_load(path.read_text()).get("modules") or []}
+    assert {"lightning", "poutyne"} <= wrappers
+    keeping_out = [c for c in _contracts() if c["type"] == "forbidden" and "lightning" in c["forbidden_modules"]]
+    assert len(keeping_out) == 3
+    for contract in keeping_out:
+        assert wrappers <= set(contract["forbidden_modules"]), (contract["name"], wrappers - set(
+            contract["forbidden_modules"]))
