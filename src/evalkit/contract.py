@@ -138,7 +138,8 @@ class TrainJob:
         return torch.Generator().manual_seed(self.seed + epoch)
 
     def train_loader(self, epoch: int = 0, start_batch: int = 0) -> DataLoader:
-        """This rank's micro-batches in evalkit's order (`OrderedSampler`, evalkit.tasks.order), seeded by `loader_generator`."""
+        """This rank's micro-batches in evalkit's order (`OrderedSampler`, evalkit.tasks.order), seeded by
+        `loader_generator`."""
         return DataLoader(self.task.train_set, batch_size=self.batch_size,
                           sampler=self.train_sampler(epoch, start_batch), drop_last=True,
                           num_workers=self.num_workers, pin_memory=self.pin_memory,

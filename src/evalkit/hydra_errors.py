@@ -18,7 +18,7 @@ _HYDRA_NOISE = ("To append", "full_key:", "reference_type=", "object_type=", "Se
 LAUNCHER_MODULES = ("joblib", "loky", "submitit", "hydra_plugins")
 
 
-def one_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
     """Hydra's error and its causes on one line, without the hints that do not apply here; a mistyped key gets
     the nearest valid one, another probe's setting the probe it belongs to."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
@@ -56,9 +56,9 @@ def report(exc: BaseException) -> str:
     """What to print for an exception Hydra raised: one line for a bad override or a launcher's failure, the stack
     trace (an evalkit bug) otherwise."""
     if is_override_error(exc):
-        return f"evalkit: bad override: {one_line(exc)}"
+        return f"evalkit: bad override: {error_line(exc)}"
     if is_launcher_error(exc):
-        return f"evalkit: the launcher failed: {type(exc).__name__}: {one_line(exc)}"
+        return f"evalkit: the launcher failed: {type(exc).__name__}: {error_line(exc)}"
     return "".join(traceback.format_exception(exc)).rstrip()
 
 
@@ -91,6 +91,6 @@ def sweep_override_problem(config: DictConfig) -> str | None:
             loader.load_sweep_config(config, job)
     except Exception as exc:  # noqa: BLE001 - said as Hydra's sweeper would raise it, in one line
         if is_override_error(exc):
-            return one_line(exc)
+            return error_line(exc)
         raise
     return None

@@ -30,7 +30,7 @@ from evalkit.controller.launch_dir import cwd_problem
 from evalkit.controller.progress import say, time_left
 from evalkit.controller.tracking import display_uri, resolve_uri
 from evalkit.controller.warm import close_all
-from evalkit.hydra_errors import one_line, sweep_jobs
+from evalkit.hydra_errors import error_line, sweep_jobs
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
 from evalkit.probes.catalog import probe_names, probe_with
 from evalkit.trainers import installed_trainers
@@ -269,14 +269,14 @@ def job_problems(overrides: list[str]) -> list[str]:
     try:
         jobs = sweep_jobs(overrides)
     except HydraException as exc:
-        return [f"bad override: {one_line(exc)}"]
+        return [f"bad override: {error_line(exc)}"]
     problems: dict[str, None] = {}
     with initialize_config_module("evalkit.conf", version_base=None):
         for job in jobs:
             try:
                 found = [f"invalid config: {p}" for p in validate(compose("config", overrides=job))]
             except (HydraException, OmegaConfBaseException) as exc:
-                found = [f"bad override: {one_line(exc)}"]
+                found = [f"bad override: {error_line(exc)}"]
             problems.update(dict.fromkeys(found))
     return list(problems)
 

@@ -46,6 +46,7 @@ from evalkit.envs.select import env_problem
 from evalkit.envs.store import EnvUnavailable, ready
 from evalkit.secrets import redact
 from evalkit.spool import read_json
+from evalkit.text import one_line
 from evalkit.trainers import cited_version, not_installed
 
 
@@ -473,11 +474,6 @@ def observed_precision_tags(requested: str, summary: dict | None) -> dict[str, s
     if expected and observed != expected:
         tags[names.PRECISION_MISMATCH] = f"requested {requested} ({expected}), observed {observed}"
     return tags
-
-
-def one_line(text: str, limit: int = 500) -> str:
-    """A reason as one line for a tag or the console: every line of it kept, whitespace collapsed."""
-    return " ".join(text.split())[:limit]
 
 
 def failure_reason(outcome: Outcome, error_files: dict[int, str]) -> str:

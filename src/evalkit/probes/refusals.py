@@ -18,6 +18,7 @@ from typing import Any
 
 from evalkit import trainers
 from evalkit.probes.evidence import JobEvidence
+from evalkit.text import one_line
 
 REFUSED = re.compile(r"\bUnsupportedCombination\b:?\s*")
 DOCUMENTED, SUBSTITUTION = "documented-unsupported", "silent-substitution"
@@ -40,10 +41,6 @@ class Refusal:
         return self.uncited or self.kind or "no kind said"
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
-
-
 def citation_problem(trainer: dict[str, Any], where: str) -> str:
     """Why `where` is not a page of the trainer's wrapper's documentation ("" when it is)."""
     if trainers.docs_page(trainer, where):
@@ -62,8 +59,8 @@ def refusal_of(job: JobEvidence) -> Refusal | None:
     text = job.failure_reason[found.end():]
     marker = REFUSAL_KIND.search(text)
     if marker is None:
-        return Refusal(one_line(text) or "refused", "")
-    message = one_line(text[:marker.start()] + text[marker.end():]) or "refused"
+        return Refusal(one_line(text, 300) or "refused", "")
+    message = one_line(text[:marker.start()] + text[marker.end():], 300) or "refused"
     kind, where = marker.group(1), (marker.group(2) or "").strip()
     problem = citation_problem(job.config.get("trainer") or {}, where) if kind == DOCUMENTED else ""
     return Refusal(message, "" if problem else kind, where, problem)

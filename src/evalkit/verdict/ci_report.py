@@ -8,6 +8,7 @@ from __future__ import annotations
 from xml.etree import ElementTree
 
 from evalkit.probes.catalog import dimension_names
+from evalkit.text import one_line
 from evalkit.verdict.build import Row, Verdict
 from evalkit.verdict.dimensions import FAIL, PASS
 
@@ -63,11 +64,9 @@ def markdown_summary(verdict: Verdict, gate_failures: list[str], fail_on: list[s
         for row, d in failed:
             cell = row.dimensions[d]
             why = cell.reasons[0] if cell.reasons else cell.figure
-            lines.append(f"- {row.key.trainer}/{row.key.mode} {d}: {_one_line(why)}")
+            lines.append(f"- {row.key.trainer}/{row.key.mode} {d}: {one_line(why, 400)}")
     if report:
         lines += ["", f"The full report: `{report}`."]
     return "\n".join(lines) + "\n"
 
 
-def _one_line(text: str, limit: int = 400) -> str:
-    return " ".join(str(text).split())[:limit].replace("|", "/")

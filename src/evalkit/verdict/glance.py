@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from evalkit.analysis.arms import Arm, ArmKey
 from evalkit.analysis.records import trainer_overrides
 from evalkit.probes.catalog import dimension_names
+from evalkit.text import shorten
 from evalkit.verdict.build import Row, Verdict
 from evalkit.verdict.dimensions import FAIL, NOT_RUN
 from evalkit.verdict.leads import LEADING_MODE, leads
-from evalkit.verdict.plain import and_list, clip, differences, evidence, sentence
+from evalkit.verdict.plain import and_list, differences, evidence, sentence
 
 PARAGRAPH_MAX, QUICK_START_MAX = 900, 450
 QUICK_START = "What the documented quick start gives you"
@@ -55,7 +56,7 @@ def _title(key: ArmKey, keys: list[ArmKey]) -> str:
 
 def paragraph(row: Row, arm: Arm | None) -> str:
     said = [sentence(evidence(row, arm, d)) for d in dimension_names("asks") if row.dimensions[d].status != NOT_RUN]
-    return clip(" ".join(said + [not_judged(row)]).strip(), PARAGRAPH_MAX)
+    return shorten(" ".join(said + [not_judged(row)]).strip(), PARAGRAPH_MAX)
 
 
 def not_judged(row: Row) -> str:
@@ -68,7 +69,7 @@ def not_judged(row: Row) -> str:
         by_why.setdefault(row.dimensions[d].figure or "no probe ran", []).append(d)
     said = "; ".join(f"{and_list(group)} ({why})" for why, group in by_why.items())
     command = f"`evalkit probe=<dimension> {trainer_overrides(row.key.trainer)} trainer.mode={row.key.mode}`"
-    return clip(f"Not judged: {said}; {command} judges each.", 260)
+    return shorten(f"Not judged: {said}; {command} judges each.", 260)
 
 
 def quick_start(rows: list[Row], arms: dict[ArmKey, Arm]) -> str:
@@ -88,7 +89,7 @@ def quick_start(rows: list[Row], arms: dict[ArmKey, Arm]) -> str:
         if judged and len(judged) < len(dimension_names("asks")):
             said.append(f"Only its {and_list(judged)} {'was' if len(judged) == 1 else 'were'} judged in this mode.")
         parts.append(lead + (" ".join(said) or "Nothing was judged in this mode."))
-    return clip(" ".join(parts), QUICK_START_MAX)
+    return shorten(" ".join(parts), QUICK_START_MAX)
 
 
 def glance_text(verdict: Verdict, width: int = 100) -> str:

@@ -15,6 +15,7 @@ from evalkit import names
 from evalkit.analysis.arms import Arm
 from evalkit.analysis.compare import BUDGET, EQUIVALENCE, OUTSIDE, WITHIN, Comparison
 from evalkit.probes.catalog import dimension
+from evalkit.text import shorten
 from evalkit.verdict.build import Row
 from evalkit.verdict.dimensions import FAIL, INCONCLUSIVE, PASS, DimensionResult, delta_figure, level_text, margin_text
 
@@ -65,15 +66,6 @@ def evidence(row: Row, arm: Arm | None, dim: str) -> Evidence:
     return Evidence(dim, cell, {**result, "headline": headline}, figures, [t for t in texts if t], comparisons, arm)
 
 
-def clip(text: str, limit: int) -> str:
-    """`text` cut at a word before `limit` characters, with an ellipsis."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:(")
-    return cut + "…"
-
-
 def pct(x: float, digits: int = 1) -> str:
     return f"{100 * x:+.{digits}f} %"
 
@@ -117,7 +109,7 @@ def knob_text(knob: str) -> str:
     while re.search(r" \([^()]*\)?$", knob):             # trailing asides: "(aligned: ...)", "(the page's ..."
         knob = re.sub(r" \([^()]*\)?$", "", knob)
     head = knob.split(": ", 1)[0]
-    return "align: " + clip(head if _balanced(head) else knob, 70)
+    return "align: " + shorten(head if _balanced(head) else knob, 70)
 
 
 def _balanced(text: str) -> bool:
@@ -129,11 +121,11 @@ def differences(e: Evidence, shown: int, with_knobs: bool) -> str:
     findings = e.findings
     count = int(e.fig("findings") if e.fig("findings") is not None else len(findings))
     if not findings:
-        return clip(e.cell.figure, 120)
+        return shorten(e.cell.figure, 120)
     parts = []
     for f in _distinct_titles(findings)[:shown]:
         knob = knob_text(f.get("knob", "")) if with_knobs else ""
-        parts.append(f"{clip(f['title'], 90)}" + (f" ({knob})" if knob else ""))
+        parts.append(f"{shorten(f['title'], 90)}" + (f" ({knob})" if knob else ""))
     more = count - len(parts)
     return f"{plural(count, 'way')}: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
@@ -170,12 +162,13 @@ def consistency(e: Evidence) -> str:
         return (f"Final validation {equivalence.metric.removeprefix(names.VAL_PREFIX)} matches your loop's within "
                 f"the {margin_text(equivalence)} margin ({delta_figure(equivalence)}).")
     if e.status == PASS:
-        return f"Results match your loop's within the margin ({clip(e.headline or e.cell.figure, 70)}){not_judged(e)}."
+        said = shorten(e.headline or e.cell.figure, 70)
+        return f"Results match your loop's within the margin ({said}){not_judged(e)}."
     if e.status == FAIL:
         what = e.findings[0]["title"] if e.findings else e.cell.figure
-        return f"Results drift from your loop's: {clip(what, 80)}."
+        return f"Results drift from your loop's: {shorten(what, 80)}."
     measured = delta_figure(equivalence) if equivalence is not None and not e.figures else e.headline
-    return f"Whether its results match your loop's is undecided{f' ({clip(measured, 60)})' if measured else ''}; " \
+    return f"Whether its results match your loop's is undecided{f' ({shorten(measured, 60)})' if measured else ''}; " \
            f"{decider(e)}."
 
 
@@ -183,19 +176,20 @@ def functional(e: Evidence) -> str:
     passed, total = e.fig("items_passed"), e.fig("items_total")
     parts = []
     if total:
-        missing = [clip(f["title"], 50) for f in _distinct_titles(e.findings)[:2]]
+        missing = [shorten(f["title"], 50) for f in _distinct_titles(e.findings)[:2]]
         parts.append(f"Runs {passed:g} of {total:g} capabilities asked" + (f" ({'; '.join(missing)})" if missing
                                                                            and passed < total else ""))
         if e.fig("items_not_claimed"):
             parts.append(f"{e.fig('items_not_claimed'):g} not claimed (documented as unsupported)")
     broken = e.arm.broken if e.arm else []
     if broken:
-        parts.append(f"{len(broken)} of {len(e.arm.jobs)} training runs failed ({clip(broken[0].failure_reason, 50)})")
+        why = shorten(broken[0].failure_reason, 50)
+        parts.append(f"{len(broken)} of {len(e.arm.jobs)} training runs failed ({why})")
     elif e.arm and e.arm.finished and not parts:
         parts.append(f"{len(e.arm.finished)} of {len(e.arm.jobs)} training runs finished" if e.status == PASS
-                     else f"Its training runs: {clip(e.cell.figure, 60)}")
+                     else f"Its training runs: {shorten(e.cell.figure, 60)}")
     if not parts:
-        parts.append(f"Capabilities: {e.status} ({clip(e.cell.figure, 60)})")
+        parts.append(f"Capabilities: {e.status} ({shorten(e.cell.figure, 60)})")
     return "; ".join(parts) + "."
 
 
@@ -243,8 +237,8 @@ def performance(e: Evidence) -> str:
         words = "Per the sweep's whole jobs, " + " and ".join(_budget_words(c) for c in budgets)
         return words + (f"; {decider(e)}." if e.status == INCONCLUSIVE else ".")
     if e.status == INCONCLUSIVE:
-        return f"Its per-step cost was not measured ({clip(e.headline or e.cell.figure, 60)}); {decider(e)}."
-    return f"Per-step cost: {e.status} ({clip(e.headline or e.cell.figure, 90)})."
+        return f"Its per-step cost was not measured ({shorten(e.headline or e.cell.figure, 60)}); {decider(e)}."
+    return f"Per-step cost: {e.status} ({shorten(e.headline or e.cell.figure, 90)})."
 
 
 BUDGET_WORDS = {WITHIN: "within", OUTSIDE: "outside"}
@@ -264,14 +258,14 @@ def stability(e: Evidence) -> str:
     if not total:
         if e.status == INCONCLUSIVE:
             return f"No kill, corrupt-checkpoint or OOM drill could be judged; {decider(e)}."
-        return f"Kill, corrupt-checkpoint and OOM drills: {e.status} ({clip(e.cell.figure, 90)})."
+        return f"Kill, corrupt-checkpoint and OOM drills: {e.status} ({shorten(e.cell.figure, 90)})."
     unjudged = (f"; {idle:g} not exercised" if idle else "") + not_judged(e)
     if e.status == PASS:
         return f"Kill, corrupt-checkpoint and OOM drills: all {total:g} as in your loop{unjudged}."
     broken = []
     for f in _distinct_titles(e.findings)[:2]:
         shared = (f.get("evidence") or {}).get("shared_with_torch") or "shared with plain torch" in str(f.get("size"))
-        broken.append(clip(f["title"], 60) + (" (as plain torch.load does)" if shared else ""))
+        broken.append(shorten(f["title"], 60) + (" (as plain torch.load does)" if shared else ""))
     breaks = f"; breaks: {'; '.join(broken)}" if broken else ""
     return f"Kill, corrupt-checkpoint and OOM drills: {passed:g} of {total:g} as in your loop{breaks}{unjudged}."
 
@@ -279,7 +273,7 @@ def stability(e: Evidence) -> str:
 def customization(e: Evidence) -> str:
     loss, callback = e.fig("loss_lines"), e.fig("callback_lines")
     if loss is None or callback is None:
-        return f"Customizing: {e.status} ({clip(e.cell.figure, 80)})."
+        return f"Customizing: {e.status} ({shorten(e.cell.figure, 80)})."
     base = (e.fig("loss_baseline_lines"), e.fig("callback_baseline_lines"))
     yours = f" (your loop: {base[0]:g} and {base[1]:g})" if None not in base else ""
     private = e.fig("private_touches")
@@ -302,7 +296,7 @@ def maintenance(e: Evidence) -> str:
         parts.append(f"{plural(e.fig('breaking_per_year'), 'breaking change')} a year"
                      + (f" over {plural(releases, 'release')}" if releases is not None else ""))
     if not parts:
-        return f"To keep it: {e.status} ({clip(e.cell.figure, 80)})."
+        return f"To keep it: {e.status} ({shorten(e.cell.figure, 80)})."
     return ("Heavy to keep: " if e.status == FAIL else "To keep it: ") + ", ".join(parts) + "."
 
 
@@ -319,4 +313,4 @@ def declared(e: Evidence) -> str:
 
 def sentence(e: Evidence) -> str:
     """The dimension in one sentence within its cap (`Dimension.cap`: the glance's paragraph stays short)."""
-    return clip(SAYERS.get(e.dim, declared)(e), dimension(e.dim).cap)
+    return shorten(SAYERS.get(e.dim, declared)(e), dimension(e.dim).cap)

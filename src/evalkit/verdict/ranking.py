@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from evalkit.analysis.arms import ArmKey
 from evalkit.probes.catalog import dimension_names
+from evalkit.text import shorten
 from evalkit.verdict.build import Row, Verdict, row_label
 from evalkit.verdict.dimensions import NOT_RUN
 from evalkit.verdict.leads import leads
-from evalkit.verdict.plain import and_list, clip
+from evalkit.verdict.plain import and_list
 from evalkit.verdict.scenarios import Standing
 
 NOTE = ("Arms are ranked only against arms judged on the same dimensions: a score leaves out what was not judged, so "
@@ -84,4 +85,4 @@ def quick_start_cell(rows: list[Row]) -> str:
         lead = "" if row.key.mode == "defaults" else f"{row.key.mode}: "
         cells = [f"{d} {row.dimensions[d].cell()}" for d in dimension_names() if row.dimensions[d].status != NOT_RUN]
         parts.append(lead + ("; ".join(cells) or "nothing judged"))
-    return clip("; ".join(parts), 120) or "-"
+    return shorten("; ".join(parts), 120) or "-"

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from evalkit import quick
 from evalkit.config import PROBE_COMMON, ProbeConfig, choices, register_configs, validate
-from evalkit.hydra_errors import one_line
+from evalkit.hydra_errors import error_line
 from evalkit.presets import PRESETS, QUICK, plan_for, probe_overrides
 from evalkit.probes import catalog
 from evalkit.probes.catalog import load_probe, probe_from, probe_names, schemas
@@ -38,7 +38,7 @@ def refusal(compose, *overrides: str) -> str:
     """What evalkit says of a composition that fails: Hydra's error in one line."""
     with pytest.raises(ConfigCompositionException) as info:
         compose(*overrides)
-    return one_line(info.value)
+    return error_line(info.value)
 
 
 def test_the_bundled_probes_are_found_and_none_is_no_probe():

@@ -15,7 +15,8 @@ from typing import Any
 from evalkit import names
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.functional.plan import CALIBER, PRECISIONS
-from evalkit.probes.refusals import Refusal, one_line, refusal_of
+from evalkit.probes.refusals import Refusal, refusal_of
+from evalkit.text import one_line
 
 PASS, FAIL, NOT_CLAIMED, NOT_COUNTED = "pass", "fail", "not claimed", "not counted"
 # The artifacts an item's finding names as its source.
@@ -70,7 +71,7 @@ def step_numbers(job: JobEvidence) -> list[int]:
 
 
 def ended(job: JobEvidence) -> str:
-    return f"{job.name} ended {job.status}: {one_line(job.failure_reason) or 'no reason recorded'}"
+    return f"{job.name} ended {job.status}: {one_line(job.failure_reason, 300) or 'no reason recorded'}"
 
 
 def refusal(job: JobEvidence) -> str | None:

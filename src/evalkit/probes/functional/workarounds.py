@@ -7,7 +7,7 @@ from __future__ import annotations
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.functional.items import EFFECTIVE_FILE, FAIL, Item
 from evalkit.probes.functional.plan import BASELINE
-from evalkit.probes.refusals import one_line
+from evalkit.text import one_line
 
 
 def declared_workarounds(jobs: dict[str, JobEvidence]) -> dict[str, tuple[str, str]]:
@@ -18,7 +18,7 @@ def declared_workarounds(jobs: dict[str, JobEvidence]) -> dict[str, tuple[str, s
         declared = job.effective.get("workarounds") if job.name != BASELINE else None
         if isinstance(declared, dict):
             for item, text in declared.items():
-                out.setdefault(str(item), (one_line(text), job.name))
+                out.setdefault(str(item), (one_line(text, 300), job.name))
     return out
 
 
