@@ -8,22 +8,22 @@ About how long each takes on 2 cores: semantics 4 minutes, consistency 1.5, cust
 functional 1, maintenance 1, performance 2.5 (its jobs are timed: record it with nothing else running).
 
 Run it when what a job records changes (a new column in the records, a new observer, a changed task, caliber or
-probe plan), when a planted variant is added to tests/planted/ and to helpers.SEMANTICS_SETTINGS or
-helpers.PROBE_RUNS, or when a run's overrides there change: the e2e tier's live run of each family fails with
+probe plan), when a planted variant is added to tests/planted/ and to semantics_runs.SEMANTICS_SETTINGS or
+probe_runs.PROBE_RUNS, or when a run's overrides there change: the e2e tier's live run of each family fails with
 "the recording no longer matches" (naming the `--probe` to record again) until then.
 
 Semantics: it trains the planted loop (tests/planted/planted_loop.py) with the real `evalkit -m probe=semantics` in a
-scratch folder, one multirun per group of helpers.SEMANTICS_SETTINGS plus the correct loop (`none`), and writes each
-probe run's stored evidence (`probe/semantics_evidence.json`, what its judge read) gzipped to
+scratch folder, one multirun per group of semantics_runs.SEMANTICS_SETTINGS plus the correct loop (`none`), and writes
+each probe run's stored evidence (`probe/semantics_evidence.json`, what its judge read) gzipped to
 tests/fixtures/semantics/planted/<variant>.json.gz.
 
 The other six (consistency, customization, stability, functional, maintenance, performance): it runs each of
-helpers.PROBE_RUNS[<dim>] exactly as its e2e module does (`helpers.run_probe_variant`: the same overrides and
+probe_runs.PROBE_RUNS[<dim>] exactly as its e2e module does (`probe_runs.run_probe_variant`: the same overrides and
 environment; maintenance with the same fake wrapper and fake package index), one at a time, each in a store of its
 own, and writes the probe run's `probe/<dim>_evidence.json` gzipped to tests/fixtures/<dim>/<name>.json.gz, and
 what the probe measured besides its jobs (`probe/<dim>_measured.json`, customization and maintenance) to
 <name>.measured.json.gz. The evidence keeps each distinct parameter vector once (a later copy, as a resumed or
-killed job repeats its reference's, is written "=<job>/<step>"; helpers.recording expands it, and this script
+killed job repeats its reference's, is written "=<job>/<step>"; probe_runs.recording expands it, and this script
 checks that the expansion gives back every value): the parameters are most of a recording's bytes. Before it
 replaces a probe's recordings, it judges each one again and requires the stored result's status, findings and
 figure names back (a judge that read anything but its evidence would make the recording worthless).
@@ -47,20 +47,17 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))
 
-from helpers import (  # noqa: E402
-    FIXTURES,
-    PLANTED,
+from helpers import FIXTURES, PLANTED, store_uri  # noqa: E402
+from probe_runs import (  # noqa: E402
     PROBE_RUNS,
-    RECORDED_SEMANTICS,
-    SEMANTICS_SETTINGS,
     FakeIndex,
     expand_params,
     judged_recording,
     maintenance_index,
     result_shape,
     run_probe_variant,
-    store_uri,
 )
+from semantics_runs import RECORDED_SEMANTICS, SEMANTICS_SETTINGS  # noqa: E402
 
 from evalkit import names  # noqa: E402
 
@@ -152,7 +149,7 @@ def run_all(scratch: Path, dim: str) -> dict[str, Path]:
 def compact_params(jobs: list[dict]) -> list[dict]:
     """The jobs with each parameter vector seen before (in this recording) stored as "=<job>/<step>", the first
     job and step that held it: a resume repeats its reference's vectors, a killed job its own up to the kill.
-    helpers.expand_params undoes it."""
+    probe_runs.expand_params undoes it."""
     first: dict[str, str] = {}
     out = []
     for job in jobs:

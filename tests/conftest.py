@@ -89,7 +89,7 @@ def shared_sweep(tmp_path_factory):
     """One store the tests that only read records share (helpers.SharedSweep): the baseline and every installed
     wrapper, aligned fp32 on ADAPTER_SMALL, one multirun. Built once per test session: the first pytest-xdist
     worker that asks builds it behind a lock, the others wait for it and read it."""
-    from helpers import shared_sweep_in
+    from adapter_runs import shared_sweep_in
 
     return shared_sweep_in(Path(_lock_paths(tmp_path_factory)[0]).parent / "shared-sweep")
 
@@ -103,7 +103,7 @@ def team():
     import shutil
     import tempfile
 
-    from helpers import Team
+    from team import Team
 
     # Not under pytest's temporary folder: PostgreSQL runs as its own user (when the tests run as root), and
     # that user cannot enter pytest's private folders to stop it.

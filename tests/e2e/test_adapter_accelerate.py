@@ -12,17 +12,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from helpers import (
+from adapter_runs import (
     ADAPTER_RESUME,
     ADAPTER_SMALL,
     assert_resumed_at_step_21,
     bf16_accumulating,
-    effective_config,
-    job_runs,
-    read_records,
     resumed_from_step_20,
-    run_evalkit,
 )
+from helpers import effective_config, job_runs, read_records, run_evalkit
 
 pytest.importorskip("accelerate")
 

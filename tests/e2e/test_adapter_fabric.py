@@ -9,16 +9,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from helpers import (
-    ADAPTER_SMALL,
-    assert_lightning_ranks_joined,
-    assert_resumed_at_step_21,
-    effective_config,
-    job_runs,
-    ok,
-    read_records,
-    run_evalkit,
-)
+from adapter_runs import ADAPTER_SMALL, assert_lightning_ranks_joined, assert_resumed_at_step_21
+from helpers import effective_config, job_runs, ok, read_records, run_evalkit
 
 SMALL = ADAPTER_SMALL
 TRAINER = "trainer=fabric"

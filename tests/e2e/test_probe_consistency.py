@@ -1,7 +1,7 @@
 """The consistency probe end to end (issue 12): real `evalkit probe=consistency` runs, read back from the store.
 
 The baseline against itself and a planted wrong loop (every gradient scaled by 0.9: tests/planted/planted_loop.py),
-helpers.CONSISTENCY_RUNS: two seeds per arm keep the module short; the two probe runs go side by side, each in its
+probe_runs.CONSISTENCY_RUNS: two seeds per arm keep the module short; the two probe runs go side by side, each in its
 own directory and store. What the judge makes of them (identical and equivalent; diverging at step 1, no pass) is
 asserted in the unit tier on their recorded evidence (tests/unit/probes/consistency/test_judge_recorded.py); here
 the store holds what the probe runner logged, and each live result must still equal its recording's (then run
@@ -12,14 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import (
-    CONSISTENCY_RUNS,
-    judged_recording,
-    probe_result,
-    rerecord,
-    result_shape,
-    run_probe_variants_side_by_side,
-)
+from helpers import probe_result
+from probe_runs import CONSISTENCY_RUNS, judged_recording, rerecord, result_shape, run_probe_variants_side_by_side
 
 from evalkit import names
 

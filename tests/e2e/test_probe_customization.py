@@ -1,7 +1,7 @@
 """The customization probe end to end (issue 14): real `evalkit probe=customization` runs read back from the store.
 
 The baseline's two customizations (adapters/custom/baseline_*.py), and two planted pairs of them
-(tests/planted/custom_loop.py) that do not take effect: helpers.CUSTOMIZATION_RUNS, the three probe runs side by
+(tests/planted/custom_loop.py) that do not take effect: probe_runs.CUSTOMIZATION_RUNS, the three probe runs side by
 side. What the judge makes of them (the baseline's verified at a few lines; an ignored loss, a loss of another
 weight, a callback never called, one per micro-batch touching a private attribute, each named; the verdict's column)
 is asserted in the unit tier on their recorded evidence and measurements
@@ -12,15 +12,8 @@ scripts/record_probe_fixtures.py --probe customization).
 from __future__ import annotations
 
 import pytest
-from helpers import (
-    CUSTOMIZATION_RUNS,
-    judged_recording,
-    probe_result,
-    rerecord,
-    result_shape,
-    run_probe_variants_side_by_side,
-    store_uri,
-)
+from helpers import probe_result, store_uri
+from probe_runs import CUSTOMIZATION_RUNS, judged_recording, rerecord, result_shape, run_probe_variants_side_by_side
 
 from evalkit import names
 

@@ -1,6 +1,6 @@
 """The functional probe end to end: a real `evalkit probe=functional` run of the baseline's loop into a local MLflow
 store, read back from it. The verdict has no row for the baseline itself (it is every row's reference), so the loop
-runs under a name of its own (helpers.FUNCTIONAL_RUNS: `trainer.name=handwritten`), as a third party's adapter
+runs under a name of its own (probe_runs.FUNCTIONAL_RUNS: `trainer.name=handwritten`), as a third party's adapter
 would. That it passes every item (its resume continuing bit for bit from a copy of its own step-8 checkpoint) and
 what the verdict's functional column shows are asserted in the unit tier on the run's recorded evidence
 (tests/unit/probes/functional/test_judge_recorded.py); here its jobs are child runs of the probe run, the resume
@@ -16,14 +16,8 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import (
-    judged_recording,
-    ok,
-    rerecord,
-    result_shape,
-    run_probe_variant,
-    store_uri,
-)
+from helpers import ok, store_uri
+from probe_runs import judged_recording, rerecord, result_shape, run_probe_variant
 
 from evalkit import names
 

@@ -2,7 +2,7 @@
 wrapper is a fake distribution built by the test (tests/fakedist.py), with the package index a fake one served by
 the test (helpers.FakeIndex), then the same offline (its cache, marked with its date), then unreachable with no cache
 ("unavailable", and the probe still judges everything else), and a trainer whose standard run crashes with nothing
-else measured (`nothing`: inconclusive, never a pass): helpers.MAINTENANCE_RUNS. What the judge makes of them
+else measured (`nothing`: inconclusive, never a pass): probe_runs.MAINTENANCE_RUNS. What the judge makes of them
 (the wrapper's deprecations with the module that raised them, its dependencies and the torch bound it breaks, the
 release history from the index or the cache, the verdict's column) is asserted in the unit tier on their recorded
 evidence and measurements (tests/unit/probes/maintenance/test_judge_recorded.py); here the index is asked once and
@@ -14,17 +14,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fakedist import build_site
-from helpers import (
+from helpers import ok, probe_result, store_uri
+from probe_runs import (
     MAINTENANCE_RUNS,
     FakeIndex,
     judged_recording,
     maintenance_index,
-    ok,
-    probe_result,
     rerecord,
     result_shape,
     run_probe_variant,
-    store_uri,
 )
 
 from evalkit import names

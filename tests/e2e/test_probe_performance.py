@@ -1,6 +1,6 @@
 """The performance probe end to end (issue 31): real `evalkit probe=performance` runs on a planted copy of the
 baseline 30 % slower per step (tests/planted/slow_loop.py) and on an identical copy, each with its six jobs (a
-baseline and a wrapper job per depth) alive at once and taking turns. Exact outcomes (helpers.PERFORMANCE_OUTCOMES):
+baseline and a wrapper job per depth) alive at once and taking turns. Exact outcomes (probe_runs.PERFORMANCE_OUTCOMES):
 the slower copy fails, the identical copy passes. The margin they rest on is measured by
 scripts/bench_performance_probe.py (issue 31's note: a 10 % slower copy and an identical one, judged 10 times each);
 30 % against a 5 % budget is five times the 10 % copy's margin.
@@ -15,7 +15,8 @@ import json
 import os
 
 import pytest
-from helpers import PERFORMANCE_OUTCOMES, PERFORMANCE_RUNS, ok, probe_status, run_probe_variant, store_uri
+from helpers import ok, store_uri
+from probe_runs import PERFORMANCE_OUTCOMES, PERFORMANCE_RUNS, probe_status, run_probe_variant
 
 from evalkit import names
 

@@ -3,29 +3,26 @@
 A planted wrong variant of the baseline loop (tests/planted/planted_loop.py) carries one known wrong semantics
 each; the probe must name it (its code) and the step where it first shows, from the records alone. The correct
 baseline yields nothing. Every variant's finding is asserted in the unit tier on its recorded evidence
-(tests/unit/probes/semantics/test_judge_planted.py); here one variant of each family (helpers.SEMANTICS_PLANTED:
+(tests/unit/probes/semantics/test_judge_planted.py); here one variant of each family (semantics_runs.SEMANTICS_PLANTED:
 lr, loss, window, clip, wd, order, forward, val, steps, precision, unexplained, ddp) trains live, and its result
 must still equal what the judge makes of its recording: a changed observer, record or task shows here first
 (then run scripts/record_probe_fixtures.py). A planted loop whose optimizer bypasses torch's optimizer hooks
-(helpers.SEMANTICS_INCONCLUSIVE, tests/planted/silent_loop.py) trains live too: inconclusive, never a pass (issue 28).
-The runs of one setting share one multirun.
+(semantics_runs.SEMANTICS_INCONCLUSIVE, tests/planted/silent_loop.py) trains live too: inconclusive, never a pass
+(issue 28). The runs of one setting share one multirun.
 """
 from __future__ import annotations
 
 import json
 
 import pytest
-from helpers import (
-    PLANTED,
+from helpers import PLANTED, ok, run_evalkit, store_uri
+from semantics_runs import (
     RECORDED_SEMANTICS,
     SEMANTICS_INCONCLUSIVE,
     assert_semantic_finding,
     assert_semantic_inconclusive,
-    ok,
     recorded_evidence,
-    run_evalkit,
     semantics_live_groups,
-    store_uri,
 )
 
 from evalkit import names

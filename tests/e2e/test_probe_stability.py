@@ -2,7 +2,7 @@
 
 The baseline, two planted variants of it (tests/planted/unstable_loop.py) that plant one fault per item, each a
 different one, and a third (tests/planted/quiet_loop.py) planting what the judge once let pass (issue 28):
-helpers.STABILITY_RUNS, the four probe runs side by side. What the judge makes of them (the baseline
+probe_runs.STABILITY_RUNS, the four probe runs side by side. What the judge makes of them (the baseline
 passing every item, its resumes bit for bit; RNG, optimizer and scheduler state not restored, a step repeated, the
 data position lost, an in-place checkpoint write truncated by the kill and loaded, a damaged checkpoint replaced by a
 fresh start, a checkpoint with flipped bytes loaded (shared with plain torch), an out-of-memory error swallowed
@@ -16,15 +16,8 @@ scripts/record_probe_fixtures.py --probe stability).
 from __future__ import annotations
 
 import pytest
-from helpers import (
-    STABILITY_RUNS,
-    judged_recording,
-    probe_result,
-    rerecord,
-    result_shape,
-    run_probe_variants_side_by_side,
-    store_uri,
-)
+from helpers import probe_result, store_uri
+from probe_runs import STABILITY_RUNS, judged_recording, rerecord, result_shape, run_probe_variants_side_by_side
 
 from evalkit import names
 

@@ -7,7 +7,8 @@ import json
 import os
 
 import pytest
-from helpers import NOTED_ENV, job_runs, read_records, run_evalkit
+from helpers import job_runs, read_records, run_evalkit
+from team import NOTED_ENV
 
 from evalkit.config import register_configs
 from evalkit.secrets import REDACTED

@@ -15,17 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import (
-    ADMIN_PASSWORD,
-    CONFIG_SECRETS,
-    EVALKIT,
-    NOTED,
-    NOTED_ENV,
-    SECRET_ENV,
-    everything_logged,
-    job_runs,
-    run_evalkit,
-)
+from helpers import EVALKIT, job_runs, run_evalkit
+from team import ADMIN_PASSWORD, CONFIG_SECRETS, NOTED, NOTED_ENV, SECRET_ENV, everything_logged
 
 from evalkit import names
 

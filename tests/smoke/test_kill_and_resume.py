@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-from helpers import ADAPTER_SMALL, PLANTED, job_runs, read_records, run_evalkit
+from adapter_runs import ADAPTER_SMALL
+from helpers import PLANTED, job_runs, read_records, run_evalkit
 
 
 def test_a_killed_job_keeps_its_records_and_resumes_bit_for_bit(workdir, shared_sweep):

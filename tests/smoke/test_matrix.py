@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import assert_bit_identical_to_baseline
+from adapter_runs import assert_bit_identical_to_baseline
 
 from evalkit.trainers import bundled_trainers
 

@@ -5,7 +5,8 @@ at its start; the same loop restoring them passes bit for bit, its records holdi
 from __future__ import annotations
 
 import pytest
-from helpers import PLANTED, UNSTABLE, ok, probe_result, read_records, run_evalkit
+from helpers import PLANTED, ok, probe_result, read_records, run_evalkit
+from probe_runs import UNSTABLE
 
 from evalkit import names
 

@@ -6,7 +6,8 @@ team's path (the same sweep in SQLite and on the server, four writers at once, o
 tests/e2e/test_team_server.py."""
 from __future__ import annotations
 
-from helpers import ADMIN_PASSWORD, CONFIG_SECRETS, NOTED, NOTED_ENV, SECRET_ENV, everything_logged, run_evalkit
+from helpers import run_evalkit
+from team import ADMIN_PASSWORD, CONFIG_SECRETS, NOTED, NOTED_ENV, SECRET_ENV, everything_logged
 
 from evalkit import names
 

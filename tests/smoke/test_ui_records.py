@@ -15,7 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ADAPTER_SMALL, EVALKIT, REPO, MlflowServer, store_uri
+from adapter_runs import ADAPTER_SMALL
+from helpers import EVALKIT, REPO, store_uri
+from team import MlflowServer
 
 from evalkit import names
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers import compose_config, fake_env
+from fake_envs import fake_env
+from helpers import compose_config
 
 from evalkit import names
 from evalkit.controller import job

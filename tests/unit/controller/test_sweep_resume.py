@@ -94,7 +94,7 @@ def test_a_resumed_sweep_runs_a_job_recorded_with_another_wrapper_version_again_
 def test_a_job_in_an_environment_holds_the_environments_wrapper_version_not_evalkits(monkeypatch, tmp_path):
     """With trainer.env the workers import the environment's wrapper: evalkit's own upgraded beside it changes
     nothing; the environment's changes the fingerprint."""
-    from helpers import fake_env
+    from fake_envs import fake_env
 
     from evalkit import names
     from evalkit.controller.sweep_resume import versions

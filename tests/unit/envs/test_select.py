@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from helpers import fake_env
+from fake_envs import fake_env
 from omegaconf import OmegaConf
 
 from evalkit import names

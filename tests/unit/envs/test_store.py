@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import fake_env
+from fake_envs import fake_env
 
 from evalkit import names
 from evalkit.envs import store

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from helpers import FIXTURES, recorded_evidence
+from helpers import FIXTURES
+from semantics_runs import recorded_evidence
 
 from evalkit import names
 from evalkit.probes.refusals import DOCUMENTED, refusal_of

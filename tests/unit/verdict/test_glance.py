@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import judged_recording
+from probe_runs import judged_recording
 
 from evalkit import names
 from evalkit.analysis.records import RunRecord

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from helpers import FIXTURES, recorded_evidence, verdict_cell
+from helpers import FIXTURES
+from probe_runs import verdict_cell
+from semantics_runs import recorded_evidence
 
 from evalkit.probes.semantics.judge import judge
 from evalkit.verdict.plain import Evidence, sentence

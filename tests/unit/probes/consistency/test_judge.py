@@ -321,7 +321,8 @@ POUTYNE_PAGE = "https://poutyne.org/model.html#poutyne.Model.to"
 def poutyne_refused(seed: int, where: str = POUTYNE_PAGE) -> JobEvidence:
     """The ws2 switch's wrapper job refused as Poutyne refused world size 2 in a recorded probe run (its failure reason
     and trainer config, tests/fixtures/semantics/wrappers/poutyne.defaults.json.gz), citing `where`."""
-    from helpers import FIXTURES, recorded_evidence
+    from helpers import FIXTURES
+    from semantics_runs import recorded_evidence
 
     recorded = next(j for j in recorded_evidence(FIXTURES / "semantics" / "wrappers" / "poutyne.defaults.json.gz")
                     if j.name == "ws2-noclip")
@@ -334,7 +335,7 @@ def poutyne_refused(seed: int, where: str = POUTYNE_PAGE) -> JobEvidence:
 def test_a_switch_refused_as_documented_names_its_page_in_the_cell_and_is_counted():
     """Issue 44: the headline read "ws2: not run (documented-unsupported)", naming no page; it names the page the
     refusal cites, counted in the figures (switches_not_judged, ws2_not_judged), and the cell shows it."""
-    from helpers import verdict_cell
+    from probe_runs import verdict_cell
 
     refused = [poutyne_refused(s) for s in (0, 1, 2)] + [job("ws2", s, "baseline") for s in (0, 1, 2)]
     result = judge(pairs() + refused)

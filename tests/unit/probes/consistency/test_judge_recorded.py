@@ -1,5 +1,5 @@
 """The consistency probe's judge (issue 12) on the recorded evidence of the e2e tier's two probe runs
-(helpers.CONSISTENCY_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/consistency/).
+(probe_runs.CONSISTENCY_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/consistency/).
 
 The baseline against itself is identical step by step and equivalent at the end; the planted wrong loop (every
 gradient scaled by 0.9: tests/planted/planted_loop.py) diverges at step 1 and does not pass. Each recording is what
@@ -8,7 +8,8 @@ checks that their results still equal the recordings'."""
 from __future__ import annotations
 
 import pytest
-from helpers import CONSISTENCY_RUNS, FIXTURES, judged_recording, recording
+from helpers import FIXTURES
+from probe_runs import CONSISTENCY_RUNS, judged_recording, recording
 
 
 def test_every_run_of_the_e2e_tier_has_a_recording_and_nothing_else_does():

@@ -1,5 +1,5 @@
 """The customization probe's judge (issue 14) on the recorded evidence and measurements of the e2e tier's three probe
-runs (helpers.CUSTOMIZATION_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/customization/).
+runs (probe_runs.CUSTOMIZATION_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/customization/).
 
 The baseline's two customizations (adapters/custom/baseline_*.py) are verified and cost a few lines. Planted ones
 (tests/planted/custom_loop.py) that do not take effect are caught and named: a custom loss computed and ignored,
@@ -10,7 +10,8 @@ and checks that their results still equal the recordings'."""
 from __future__ import annotations
 
 import pytest
-from helpers import CUSTOMIZATION_RUNS, FIXTURES, judged_recording, recording, verdict_cell
+from helpers import FIXTURES
+from probe_runs import CUSTOMIZATION_RUNS, judged_recording, recording, verdict_cell
 
 
 def codes(result: dict) -> list[str]:

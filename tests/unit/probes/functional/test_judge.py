@@ -285,7 +285,8 @@ POUTYNE_PAGE = "https://poutyne.org/model.html#poutyne.Model.to"
 def poutyne_refused(name: str, where: str = POUTYNE_PAGE) -> JobEvidence:
     """Job `name` refused as Poutyne refused world size 2 in a recorded probe run (its failure reason and trainer
     config, tests/fixtures/semantics/wrappers/poutyne.defaults.json.gz), citing `where`."""
-    from helpers import FIXTURES, recorded_evidence
+    from helpers import FIXTURES
+    from semantics_runs import recorded_evidence
 
     recorded = next(j for j in recorded_evidence(FIXTURES / "semantics" / "wrappers" / "poutyne.defaults.json.gz")
                     if j.name == "ws2-noclip")
@@ -298,7 +299,7 @@ def poutyne_refused(name: str, where: str = POUTYNE_PAGE) -> JobEvidence:
 def test_the_cell_names_what_a_documented_refusal_left_unclaimed_and_where_it_is_documented():
     """Issue 44: the headline read "7/7 items, world_size_2, evalkit_process_group not claimed" with no word of the
     documentation that exempts them; it names the page now, and the cell shows it."""
-    from helpers import verdict_cell
+    from probe_runs import verdict_cell
 
     result = judge(every_job(ws2=poutyne_refused("ws2"), pg=poutyne_refused("pg")))
     assert result.passed and result.figures["items_not_claimed"] == 2

@@ -1,4 +1,4 @@
-"""The functional probe's judge on the recorded evidence of the e2e tier's probe runs (helpers.FUNCTIONAL_RUNS: the
+"""The functional probe's judge on the recorded evidence of the e2e tier's probe runs (probe_runs.FUNCTIONAL_RUNS: the
 baseline's loop under a name of its own, and tests/planted/swap_loop.py in both modes, recorded by
 scripts/record_probe_fixtures.py into tests/fixtures/functional/).
 
@@ -11,7 +11,8 @@ planted failures of each item are tests/unit/probes/functional/test_judge.py.
 """
 from __future__ import annotations
 
-from helpers import FIXTURES, FUNCTIONAL_RUNS, judged_recording, recording, verdict_cell
+from helpers import FIXTURES
+from probe_runs import FUNCTIONAL_RUNS, judged_recording, recording, verdict_cell
 
 JOBS = ["plain", "baseline", "bf16_mixed", "fp16_mixed", "ws2", "pg", "resume"]
 

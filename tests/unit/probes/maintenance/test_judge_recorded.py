@@ -1,5 +1,5 @@
 """The maintenance probe's judge (issue 14) on the recorded evidence and measurements of the e2e tier's four probe
-runs (helpers.MAINTENANCE_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/maintenance/): a
+runs (probe_runs.MAINTENANCE_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/maintenance/): a
 planted trainer whose wrapper is a fake distribution (tests/fakedist.py), its release history from a fake package
 index, then from the cache offline (marked with its date), then unavailable (the index unreachable, no cache: said,
 and everything else still judged); the verdict's column shows the figures beside the fail. The fourth (`nothing`,
@@ -9,7 +9,8 @@ tests/e2e/test_probe_maintenance.py runs the four live and checks that their res
 from __future__ import annotations
 
 import pytest
-from helpers import FIXTURES, MAINTENANCE_RUNS, judged_recording, recording, verdict_cell
+from helpers import FIXTURES
+from probe_runs import MAINTENANCE_RUNS, judged_recording, recording, verdict_cell
 
 
 def test_every_run_of_the_e2e_tier_has_a_recording_with_its_measurements_and_nothing_else_does():

@@ -8,8 +8,8 @@ import sys
 import warnings
 
 import pytest
+from fake_envs import fake_env
 from fakedist import FAKEWRAP
-from helpers import fake_env
 from omegaconf import OmegaConf
 from packaging.specifiers import SpecifierSet
 

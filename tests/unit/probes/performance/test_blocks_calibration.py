@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import recording
+from probe_runs import recording
 
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.performance import judge as perf

@@ -1,14 +1,15 @@
 """The performance probe's judge (issue 31) on the recorded evidence of the e2e tier's two probe runs
-(helpers.PERFORMANCE_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/performance/): a planted
+(probe_runs.PERFORMANCE_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/performance/): a planted
 copy of the baseline 30 % slower per step, and an identical copy, each at three depths, the six jobs taking turns.
 
-On recorded evidence the judge is deterministic: exact outcomes (helpers.PERFORMANCE_OUTCOMES), the slower copy's
+On recorded evidence the judge is deterministic: exact outcomes (probe_runs.PERFORMANCE_OUTCOMES), the slower copy's
 planted cost measured, the blocks paired by round. tests/e2e/test_probe_performance.py runs both live and asserts
 the same outcomes."""
 from __future__ import annotations
 
 import pytest
-from helpers import FIXTURES, PERFORMANCE_OUTCOMES, PERFORMANCE_RUNS, judged_recording, probe_status, recording
+from helpers import FIXTURES
+from probe_runs import PERFORMANCE_OUTCOMES, PERFORMANCE_RUNS, judged_recording, probe_status, recording
 
 
 def test_every_run_of_the_e2e_tier_has_a_recording_and_nothing_else_does():

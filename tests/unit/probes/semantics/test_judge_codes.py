@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, RECORDED_SEMANTICS, recorded_evidence
+from helpers import FIXTURES
 from semantic_plants import codes, regroup, replant_updates
+from semantics_runs import RECORDED_SEMANTICS, recorded_evidence
 
 import evalkit.probes.semantics.judge as judge_module
 from evalkit.probes.semantics.judge import judge

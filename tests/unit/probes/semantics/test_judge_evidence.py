@@ -2,7 +2,7 @@
 (tests/fixtures/semantics/baseline.json) with part of their evidence taken away. Each gap alone, with no finding,
 makes the probe inconclusive with what is missing (and where) and how to get it, never a pass; a finding still
 fails it. The recorded planted loop whose optimizer bypasses torch's optimizer hooks is judged in
-test_judge_planted.py (`helpers.SEMANTICS_INCONCLUSIVE`)."""
+test_judge_planted.py (`semantics_runs.SEMANTICS_INCONCLUSIVE`)."""
 from __future__ import annotations
 
 import numpy as np

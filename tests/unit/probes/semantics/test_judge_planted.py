@@ -3,8 +3,8 @@ tests/planted/planted_loop.py, recorded by scripts/record_probe_fixtures.py into
 
 Each recording is what the probe's judge read in a real `evalkit probe=semantics` run of one variant; judged here
 again, it must name the variant's finding at its first step, explained by an alternative semantics; the correct
-planted loop yields nothing, and passes. A loop whose evidence falls short (helpers.SEMANTICS_INCONCLUSIVE, issue 28:
-its optimizer bypasses torch's optimizer hooks) is inconclusive, with what is missing, never a pass.
+planted loop yields nothing, and passes. A loop whose evidence falls short (semantics_runs.SEMANTICS_INCONCLUSIVE,
+issue 28: its optimizer bypasses torch's optimizer hooks) is inconclusive, with what is missing, never a pass.
 tests/e2e/test_probe_semantics.py trains one variant of each family live and checks that its result still equals
 the recording's."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import (
+from semantics_runs import (
     RECORDED_SEMANTICS,
     SEMANTICS_INCONCLUSIVE,
     SEMANTICS_PLANTED,

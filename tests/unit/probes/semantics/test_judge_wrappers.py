@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 
-from helpers import FIXTURES, recorded_evidence
+from helpers import FIXTURES
+from semantics_runs import recorded_evidence
 
 from evalkit.probes.semantics.judge import judge
 
@@ -82,7 +83,7 @@ def refused_at_ws2() -> list:
 def test_poutynes_semantics_cell_names_world_size_2_it_did_not_judge():
     """Issue 44: Poutyne refuses world size 2 (documented): its cell read `fail (6 findings: ...)` or, with its ws1
     jobs passing, `pass (0 findings)`, with no word that world size 2 was never judged."""
-    from helpers import verdict_cell
+    from probe_runs import verdict_cell
 
     result = judged("poutyne.defaults")
     assert result["headline"] == f"6 findings at ws1; {NOT_JUDGED}"

@@ -393,7 +393,8 @@ POUTYNE_PAGE = "https://poutyne.org/model.html#poutyne.Model.to"
 def poutyne_refused(name: str, where: str = POUTYNE_PAGE) -> JobEvidence:
     """Job `name` refused as Poutyne refused world size 2 in a recorded probe run (its failure reason and trainer
     config, tests/fixtures/semantics/wrappers/poutyne.defaults.json.gz), citing `where`."""
-    from helpers import FIXTURES, recorded_evidence
+    from helpers import FIXTURES
+    from semantics_runs import recorded_evidence
 
     recorded = next(j for j in recorded_evidence(FIXTURES / "semantics" / "wrappers" / "poutyne.defaults.json.gz")
                     if j.name == "ws2-noclip")
@@ -412,7 +413,7 @@ def resumed_between() -> list[JobEvidence]:
 def test_a_world_size_2_drill_refused_as_documented_is_named_with_its_page_and_counted():
     """Issue 44: Poutyne's kill at world size 2, refused as documented-unsupported, read "1/1 items, 1 not exercised"
     as if the drill had not fired; the cell names it with its page and counts it."""
-    from helpers import verdict_cell
+    from probe_runs import verdict_cell
 
     result = judge(resumed_between() + [poutyne_refused("reference-ws2"), poutyne_refused("kill-ws2")])
     assert result.passed and not result.findings

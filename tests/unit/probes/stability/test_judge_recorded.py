@@ -1,5 +1,5 @@
 """The stability probe's judge (issues 13, 28) on the recorded evidence of the e2e tier's four probe runs
-(helpers.STABILITY_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/stability/).
+(probe_runs.STABILITY_RUNS, recorded by scripts/record_probe_fixtures.py into tests/fixtures/stability/).
 
 The baseline passes every item (its resumes bit for bit, the damaged checkpoints refused while an intact copy
 resumes, the errors shown, its long run's slopes within its own long run's beside it). Two planted variants of it
@@ -15,7 +15,8 @@ tests/e2e/test_probe_stability.py runs the four live and checks that their resul
 from __future__ import annotations
 
 import pytest
-from helpers import FIXTURES, STABILITY_RUNS, judged_recording, recording, verdict_cell
+from helpers import FIXTURES
+from probe_runs import STABILITY_RUNS, judged_recording, recording, verdict_cell
 
 from evalkit.probes.stability.plan import LEAK_FLOOR
 
