@@ -34,7 +34,7 @@ from evalkit import launchers, names, trainers
 from evalkit.controller import warm
 from evalkit.controller.environment import runs_on_cuda
 from evalkit.controller.interrupt import Interrupted, StopRequest
-from evalkit.controller.launch import Outcome, WorkerGroup
+from evalkit.controller.launch import Outcome, Placement, WarmStart, WorkerGroup
 from evalkit.controller.progress import say
 from evalkit.controller.result import JobResult
 from evalkit.envs.select import worker_python
@@ -194,14 +194,14 @@ def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, t
     """This job's ranks on this node: a WorkerGroup; on node 0 of several, a NodeGroup (its ranks and the reports
     of the other nodes' ranks)."""
     dist = cfg.distributed
-    warm_target = None if warm.refusal(cfg, cuda) else cfg.trainer._target_
-    group = WorkerGroup(run_dir, dist.world_size, run_dir, dist.master_addr, cuda=cuda, threads=threads,
-                        pin=cfg.observe.profile == "timing", nnodes=dist.nnodes, node_rank=dist.node_rank,
-                        master_port=dist.master_port, run_id=rendezvous_id(dist) if dist.nnodes > 1 else None,
-                        warm_target=warm_target, warm_required=cfg.hardware.get("worker_start") == "warm",
-                        pin_at_turn=pin_at_turn, warm_modules=tuple(trainers.modules(cfg.trainer)),
-                        python=worker_python(cfg.trainer),
-                        launcher=launchers.chosen(cfg.trainer.get("launch"), dist.world_size, cuda))
+    placement = Placement(dist.world_size, dist.master_addr, dist.master_port, dist.nnodes, dist.node_rank,
+                          run_id=rendezvous_id(dist) if dist.nnodes > 1 else None, cuda=cuda, threads=threads,
+                          pin=cfg.observe.profile == "timing", pin_at_turn=pin_at_turn,
+                          python=worker_python(cfg.trainer),
+                          launcher=launchers.chosen(cfg.trainer.get("launch"), dist.world_size, cuda))
+    warm_start = None if warm.refusal(cfg, cuda) else WarmStart(
+        cfg.trainer._target_, tuple(trainers.modules(cfg.trainer)), cfg.hardware.get("worker_start") == "warm")
+    group = WorkerGroup(run_dir, run_dir, placement, warm_start)
     if dist.nnodes <= 1:
         return group
     beacon = _leading.get(os.path.abspath(run_dir)) or Beacon(run_dir, 0).start()
@@ -385,12 +385,12 @@ def run_other_node(cfg: DictConfig) -> JobResult:
             job_cfg = OmegaConf.create(spec["config"])
             run = f"run {lead['run_id']}" if lead.get("run_id") else "the run"
             say(mode, f"[evalkit] {who}: node 0 records {run}; starting this node's ranks")
-            group = WorkerGroup(shared, dist.world_size, shared, dist.master_addr, cuda=runs_on_cuda(cfg),
-                                threads=job_cfg.hardware.threads, pin=job_cfg.observe.profile == "timing",
-                                nnodes=dist.nnodes, node_rank=node, master_port=dist.master_port,
-                                run_id=rendezvous_id(dist), python=worker_python(job_cfg.trainer),
-                                launcher=launchers.chosen(job_cfg.trainer.get("launch"), dist.world_size,
-                                                          runs_on_cuda(cfg)))
+            cuda = runs_on_cuda(cfg)
+            group = WorkerGroup(shared, shared, Placement(
+                dist.world_size, dist.master_addr, dist.master_port, dist.nnodes, node, run_id=rendezvous_id(dist),
+                cuda=cuda, threads=job_cfg.hardware.threads, pin=job_cfg.observe.profile == "timing",
+                python=worker_python(job_cfg.trainer),
+                launcher=launchers.chosen(job_cfg.trainer.get("launch"), dist.world_size, cuda)))
             beacon.update(state="running")
             outcome, problem, asked = _watch_ranks(group, shared, dist.node_timeout_s, stop)
             report = {"node_rank": node, "ranks": ranks, "codes": outcome.codes, "interrupted": outcome.interrupted,

@@ -20,8 +20,8 @@ def started(monkeypatch):
 
 
 def test_workers_start_with_the_interpreter_they_are_given(tmp_path, started):
-    launch.WorkerGroup(str(tmp_path), 2, str(tmp_path), threads=1, python="/envs/x/bin/python")
-    launch.WorkerGroup(str(tmp_path), 1, str(tmp_path), threads=1)
+    launch.WorkerGroup(str(tmp_path), str(tmp_path), launch.Placement(2, threads=1, python="/envs/x/bin/python"))
+    launch.WorkerGroup(str(tmp_path), str(tmp_path), launch.Placement(1, threads=1))
     assert started == [["/envs/x/bin/python", "-m", "evalkit.worker", str(tmp_path)]] * 2 + \
         [[sys.executable, "-m", "evalkit.worker", str(tmp_path)]]
 
@@ -31,9 +31,11 @@ def test_a_jobs_ranks_run_the_interpreter_of_its_trainer_env(tmp_path, monkeypat
     monkeypatch.setenv(names.ENVS_DIR_ENV, str(tmp_path / "envs"))
     fake_env(tmp_path / "envs", "pytorch-ignite-0.4.11", requirements=["pytorch-ignite==0.4.11"],
              resolved={"pytorch-ignite": "0.4.11"})
-    given = {}
-    monkeypatch.setattr(nodes, "WorkerGroup", lambda *a, **kw: given.update(kw))
+    given = []
+    monkeypatch.setattr(nodes, "WorkerGroup", lambda job_dir, log_dir, placement, warm: given.extend([placement,
+                                                                                                     warm]))
     cfg = compose_config("trainer=ignite", f"trainer.env={env or 'null'}")
     nodes.start_ranks(cfg, str(tmp_path), "run", cuda=False, threads=1)
-    assert given["python"] == (str(tmp_path / "envs" / env / "bin" / "python") if env else sys.executable)
-    assert given["warm_modules"] == ("ignite.engine", "ignite.handlers", "ignite.metrics", "ignite.distributed")
+    placement, warm = given
+    assert placement.python == (str(tmp_path / "envs" / env / "bin" / "python") if env else sys.executable)
+    assert warm.modules == ("ignite.engine", "ignite.handlers", "ignite.metrics", "ignite.distributed")

@@ -181,10 +181,10 @@ def test_workers_get_their_threads_and_openmp_threads_that_sleep_while_waiting(m
     monkeypatch.setattr(launch.subprocess, "Popen", lambda cmd, env, **kw: started.append(env))
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "16")
-    launch.WorkerGroup(str(tmp_path), 2, str(tmp_path), threads=1)
+    launch.WorkerGroup(str(tmp_path), str(tmp_path), launch.Placement(2, threads=1))
     assert [(e["OMP_NUM_THREADS"], e["MKL_NUM_THREADS"], e["OMP_WAIT_POLICY"]) for e in started] == \
         [("1", "1", "PASSIVE")] * 2
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     started.clear()
-    launch.WorkerGroup(str(tmp_path), 1, str(tmp_path), threads=2)
+    launch.WorkerGroup(str(tmp_path), str(tmp_path), launch.Placement(1, threads=2))
     assert [(e["OMP_NUM_THREADS"], e["OMP_WAIT_POLICY"]) for e in started] == [("2", "ACTIVE")]
