@@ -38,19 +38,16 @@ from evalkit.contract import (
     TrainJob,
     not_an_adapter,
 )
-from evalkit.observe.call_profile import CallProfile
 from evalkit.observe.deprecations import DeprecationRecorder
 from evalkit.observe.memory import current_rss
 from evalkit.observe.observer import Observer
-from evalkit.observe.turns import TimedWindowDone, Turns
 from evalkit.secrets import redact
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
 from evalkit.tasks.datasets import describe as describe_data
 from evalkit.tasks.schemas import builder_arguments
 from evalkit.trainers import modules, not_installed, requirements, versions
-from evalkit.worker.faults import FaultInjector
-from evalkit.worker.load_watch import LoadWatch
+from evalkit.worker.instruments import Instruments
 from evalkit.worker.optim import make_optimizer, make_scheduler
 from evalkit.worker.startup import StartupMarks
 
@@ -183,16 +180,11 @@ def run(job_dir: str) -> int:
 
 def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: SpoolWriter,
          startup: StartupMarks, deprecations: Any) -> int:
+    """One rank's story: the wrapper imported, the task built, the instruments attached, the adapter's fit under
+    them, the summary written; any failure recorded with the step it came at."""
     observer: Observer | None = None
     try:
-        if cfg.hardware.threads:     # fixed by the controller for every arm, before any wrapper is imported
-            torch.set_num_threads(cfg.hardware.threads)
-        adapter = load_adapter(cfg.trainer)
-        for module in modules(cfg.trainer):   # the wrapper's modules now, so that their memory is not training memory
-            importlib.import_module(module)
-        startup.mark("wrapper_imported")
-        if rank == 0:
-            spool.write_json(names.VERSIONS_FILE, {**versions(cfg.trainer), "torch": torch.__version__})
+        adapter = _import_wrapper(cfg, rank, spool, startup)
         _, local_rank, world_size = launchers.rank_of()
         device = resolve_device(cfg.hardware.device, local_rank)
         if device.type == "cuda":
@@ -202,41 +194,13 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         import_rss = current_rss()
         task = build_task(cfg)
         if rank == 0:
-            spool.write_json(names.TASK_INFO_FILE, {"metric": task.metric.name,
-                                                    "higher_is_better": task.metric.higher_is_better,
-                                                    "scale": task.metric.scale,
-                                                    "datasets": describe_data(task, cfg.task._target_, cfg.seed,
-                                                                              builder_arguments(cfg.task))})
-        profiled = CallProfile(cfg.observe.call_profile, cfg.observe.warmup_steps) \
-            if cfg.observe.get("call_profile") else None
-        turns = spec.get("turns")
-        turns = Turns(turns["address"], turns["job"], rank, cfg.observe.warmup_steps, device) if turns else None
-        observer = Observer(task, spool, device, warmup_steps=cfg.observe.warmup_steps,
-                            sample_ids=cfg.observe.sample_ids, record_params=cfg.observe.params,
-                            resuming=bool(spec.get("resume_from")), import_rss=import_rss,
-                            profile=cfg.observe.profile, ckpt_dir=spec["ckpt_dir"] if rank == 0 else None,
-                            memory_every=cfg.observe.memory_every, job_dir=job_dir, turns=turns,
-                            call_profile=profiled,
-                            per_sample_validation=world_size > 1).attach()
-        faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush,
-                               spec["ckpt_dir"], fill_device=spool.fill_device)
-        loads = LoadWatch() if spec.get("resume_from") else None
+            spool.write_json(names.TASK_INFO_FILE, task_info(cfg, task))
+        instruments = Instruments.attach(cfg, spec, job_dir, rank, spool, task, device, import_rss, world_size)
+        observer = instruments.observer
         if cfg.distributed.init_by == "evalkit":
             init_process_group(device)
         hand_over(task, cfg)
-        window_done = False
-        try:
-            adapter.fit(make_job(cfg, task, device, spec, observer.record_value))
-        except TimedWindowDone:      # the turn table has the blocks it needs: the job's measurement is complete
-            window_done = True
-        finally:
-            faults.remove()
-            if loads is not None:
-                loads.remove()
-            if turns is not None:
-                turns.close()
-            if profiled is not None:
-                profiled.close()
+        window_done = instruments.fit(adapter, make_job(cfg, task, device, spec, observer.record_value))
         summary = observer.finish()
         if window_done:
             summary["ended_by"] = "turn table: timed window complete"
@@ -244,18 +208,14 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
             summary["ended_by"] = str(adapter.ended_by)
         startup.mark("first_forward", observer.first_forward_wall)
         startup.mark("first_step", observer.first_step_wall)
-        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        pinned = bool(os.environ.get(names.CPUS_ENV) or os.environ.get(names.CPUS_AT_TURN_ENV))
         if isinstance(deprecations, DeprecationRecorder):
             summary["deprecations"] = [w.as_dict() for w in deprecations.summary()]
         spool.write_json(names.summary_file(rank), {"rank": rank, "device": str(device), **summary,
-                                                    **startup.summary(), "cpus": cpus,
-                                                    **(loads.summary() if loads is not None else {}),
-                                                    "cpus_pinned": pinned})
+                                                    **startup.summary(), **placement(), **instruments.summary()})
         if rank == 0:
             spool.write_json(names.EFFECTIVE_CONFIG_FILE, redact(effective_config(adapter, window_done)))
-            if profiled is not None and profiled.result is not None:
-                spool.write_json(names.CALL_PROFILE_FILE, profiled.result)
+            if instruments.profiled is not None and instruments.profiled.result is not None:
+                spool.write_json(names.CALL_PROFILE_FILE, instruments.profiled.result)
         short = stopped_short(summary, cfg.train.max_steps)
         if short:
             raise StoppedShort(short)
@@ -276,6 +236,33 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         if not isinstance(exc, StoppedShort):       # its one line says it all
             traceback.print_exc()
         return 3 if isinstance(exc, AdapterUnavailable) else 1
+
+
+def _import_wrapper(cfg: DictConfig, rank: int, spool: SpoolWriter, startup: StartupMarks) -> Adapter:
+    """The adapter, with the wrapper's modules imported now (their memory is not training memory) and, on rank 0,
+    the versions recorded."""
+    if cfg.hardware.threads:     # fixed by the controller for every arm, before any wrapper is imported
+        torch.set_num_threads(cfg.hardware.threads)
+    adapter = load_adapter(cfg.trainer)
+    for module in modules(cfg.trainer):
+        importlib.import_module(module)
+    startup.mark("wrapper_imported")
+    if rank == 0:
+        spool.write_json(names.VERSIONS_FILE, {**versions(cfg.trainer), "torch": torch.__version__})
+    return adapter
+
+
+def task_info(cfg: DictConfig, task: Task) -> dict[str, Any]:
+    """The task's metric and how its data was made (rank 0's `task.json`)."""
+    return {"metric": task.metric.name, "higher_is_better": task.metric.higher_is_better,
+            "scale": task.metric.scale,
+            "datasets": describe_data(task, cfg.task._target_, cfg.seed, builder_arguments(cfg.task))}
+
+
+def placement() -> dict[str, Any]:
+    """The CPUs this rank ran on, and whether evalkit pinned it there."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"cpus": cpus, "cpus_pinned": bool(os.environ.get(names.CPUS_ENV) or os.environ.get(names.CPUS_AT_TURN_ENV))}
 
 
 def effective_config(adapter: Adapter, window_done: bool) -> dict[str, Any]:
