@@ -23,6 +23,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from evalkit import names
 from evalkit.cli import run_sweep
@@ -42,7 +43,7 @@ def _no_such_trainer(name: str, known: list[str]) -> str:
     return f"{name}: no such trainer" + (f", did you mean {close[0]}?" if close else "")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evalkit-eval", description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trainers", help="comma-separated trainers (default: baseline + every installed wrapper)")
@@ -64,19 +65,39 @@ def main(argv: list[str] | None = None) -> int:
                             "plain is also what a pipe, a log file or CI gets)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every job (after --); a probe's "
                                                      "setting (probe.<key>=...) for that probe's jobs only")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@dataclass
+class Evaluation:
+    """What one `evalkit-eval` runs: its preset, trainers, probes and settings, checked before anything trains."""
+
+    args: argparse.Namespace
+    preset: Preset
+    trainers: list[str]
+    probes: list[str]
+    progress: str
+
+    @property
+    def wrappers(self) -> list[str]:
+        return [t for t in self.trainers if t != "baseline"]
+
+    @property
+    def quiet_hydra(self) -> list[str]:
+        return ["hydra/hydra_logging=disabled"] if self.args.quiet else []   # Hydra's own "Launching ..." lines
+
+
+def _evaluation(args: argparse.Namespace) -> Evaluation | str:
+    """The evaluation the arguments ask for, or every problem with them (one line each) before anything trains."""
     progress = "quiet" if args.quiet else "plain" if args.plain else "auto"
     if progress != "auto":
         args.overrides = [f"tracking.progress={progress}", *args.overrides]
-    quiet_hydra = ["hydra/hydra_logging=disabled"] if args.quiet else []   # Hydra's own "Launching ..." lines
     preset = PRESETS["thorough" if args.thorough else "quick"]
     args.seeds = preset.seeds if args.seeds is None else args.seeds
-
     problem = cwd_problem() or argument_problem(args.seeds, args.scenario) or fail_on_problem(args.fail_on) or \
         probes_problem(args.probes, args.overrides)
     if problem:
-        print(f"evalkit-eval: {problem}", file=sys.stderr)
-        return 2
+        return problem
     ready, missing = installed_trainers()
     trainers = args.trainers.split(",") if args.trainers else ready
     if "baseline" not in trainers:
@@ -86,52 +107,69 @@ def main(argv: list[str] | None = None) -> int:
         hints = "; ".join(f"{t}: {missing[t]}" if t in missing else _no_such_trainer(t, [*ready, *missing])
                           for t in unknown)
         known = f"; choose from {', '.join(ready)}" if any(t not in missing for t in unknown) else ""
-        print(f"evalkit-eval: cannot run {hints}{known}", file=sys.stderr)
-        return 2
-    wrappers, probes = [t for t in trainers if t != "baseline"], selected_probes(args.probes)
+        return f"cannot run {hints}{known}"
+    ev = Evaluation(args, preset, trainers, selected_probes(args.probes), progress)
     problems = job_problems(sweep_overrides(preset, trainers, [args.seeds - 1], for_sweep(args.overrides, None)))
-    for probe in probes if wrappers else []:
-        problems = problems or job_problems(probe_overrides(probe, plan_for(preset, probe), wrappers,
+    for probe in ev.probes if ev.wrappers else []:
+        problems = problems or job_problems(probe_overrides(probe, plan_for(preset, probe), ev.wrappers,
                                                             for_sweep(args.overrides, probe)))
     if problems:
-        for problem in problems:
-            print(f"evalkit-eval: {problem}", file=sys.stderr)
-        print("evalkit-eval: nothing was trained; fix the above and run again", file=sys.stderr)
-        return 2
+        return "\nevalkit-eval: ".join([*problems, "nothing was trained; fix the above and run again"])
     for name, hint in missing.items():
         print(f"evalkit-eval: skipping {name} (not installed: {hint})", file=sys.stderr)
+    return ev
 
+
+def _train_and_probe(ev: Evaluation, uri: str, sweep: str) -> tuple[int, int] | int:
+    """The training sweep, then each probe's sweep, in this process: (the training's exit code, the probes'); an
+    exit code alone where the evaluation stops (interrupted, or nothing recorded to judge)."""
+    args, preset = ev.args, ev.preset
+    started = time.monotonic()
+    train = run_sweep([*sweep_overrides(preset, ev.trainers, range(args.seeds), for_sweep(args.overrides, None)),
+                       *ev.quiet_hydra])
+    if train >= INTERRUPTED:
+        return train
+    if train and not jobs_recorded(uri, sweep):
+        print(f"evalkit-eval: the training sweep failed before any job was recorded (exit code {train}, "
+              "see above): nothing to judge", file=sys.stderr)
+        return train
+    say(ev.progress, f"evalkit-eval: training done in {time.monotonic() - started:.0f} s"
+                     f"{'' if train == 0 else ' (some jobs failed: see the functional column)'}")
+    probed = 0
+    for probe in ev.probes if ev.wrappers else []:
+        started, plan = time.monotonic(), plan_for(preset, probe)
+        say(ev.progress, f"evalkit-eval: probe {probe} for {', '.join(ev.wrappers)} in {' and '.join(plan.modes)} "
+                         "mode")
+        code = run_sweep([*probe_overrides(probe, plan, ev.wrappers, for_sweep(args.overrides, probe)),
+                          *ev.quiet_hydra])
+        if code >= INTERRUPTED:
+            return code
+        probed = probed or code
+        say(ev.progress, f"evalkit-eval: probe {probe} done in {time.monotonic() - started:.0f} s"
+                         f"{'' if code == 0 else ' (some probes could not run: see above)'}")
+    return train, probed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ev = _evaluation(_parser().parse_args(argv))
+    if isinstance(ev, str):
+        print(f"evalkit-eval: {ev}", file=sys.stderr)
+        return 2
+    args, preset = ev.args, ev.preset
     uri = store_uri(args.overrides)
     sweep = f"quick-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    jobs = len(trainers) * args.seeds * len(preset.tasks)
-    say(progress, f"evalkit-eval: {preset.name}: {jobs} jobs ({', '.join(trainers)} x {args.seeds} seeds x "
-                  f"{', '.join(preset.tasks)}), sweep {sweep}, store {display_uri(uri)}")
-    say(progress, f"evalkit-eval: plan: {plan_text(jobs, probe_jobs(preset, probes, len(wrappers)), preset)}")
+    jobs = len(ev.trainers) * args.seeds * len(preset.tasks)
+    say(ev.progress, f"evalkit-eval: {preset.name}: {jobs} jobs ({', '.join(ev.trainers)} x {args.seeds} seeds x "
+                     f"{', '.join(preset.tasks)}), sweep {sweep}, store {display_uri(uri)}")
+    say(ev.progress, f"evalkit-eval: plan: {plan_text(jobs, probe_jobs(preset, ev.probes, len(ev.wrappers)), preset)}")
     # Every sweep runs in this process, one after another (evalkit.cli.run_sweep): evalkit's start is paid once and
     # the warm worker servers of the training sweep serve every probe's (each job still a fresh fork).
     with sweep_environment(sweep, uri):
-        started = time.monotonic()
-        train = run_sweep([*sweep_overrides(preset, trainers, range(args.seeds), for_sweep(args.overrides, None)),
-                           *quiet_hydra])
-        if train >= INTERRUPTED:
-            return train
-        if train and not jobs_recorded(uri, sweep):
-            print(f"evalkit-eval: the training sweep failed before any job was recorded (exit code {train}, "
-                  "see above): nothing to judge", file=sys.stderr)
-            return train
-        say(progress, f"evalkit-eval: training done in {time.monotonic() - started:.0f} s"
-                      f"{'' if train == 0 else ' (some jobs failed: see the functional column)'}")
-        probed = 0
-        for probe in probes if wrappers else []:
-            started, plan = time.monotonic(), plan_for(preset, probe)
-            say(progress, f"evalkit-eval: probe {probe} for {', '.join(wrappers)} in {' and '.join(plan.modes)} mode")
-            code = run_sweep([*probe_overrides(probe, plan, wrappers, for_sweep(args.overrides, probe)), *quiet_hydra])
-            if code >= INTERRUPTED:
-                return code
-            probed = probed or code
-            say(progress, f"evalkit-eval: probe {probe} done in {time.monotonic() - started:.0f} s"
-                          f"{'' if code == 0 else ' (some probes could not run: see above)'}")
-    say(progress, "evalkit-eval: judging...")
+        ran = _train_and_probe(ev, uri, sweep)
+    if isinstance(ran, int):
+        return ran
+    train, probed = ran
+    say(ev.progress, "evalkit-eval: judging...")
 
     from evalkit.verdict.cli import main as verdict
 
