@@ -71,15 +71,15 @@ def record_in_process(adapter, name: str, config, folder) -> evidence.JobEvidenc
 
     from evalkit import names
     from evalkit.controller.ship import Shipper
-    from evalkit.observe.observer import Observer
+    from evalkit.observe.observer import Observer, ObserveSettings
     from evalkit.spool import SpoolWriter
     from evalkit.tasks.schemas import builder_arguments
     from evalkit.worker.run import make_job
 
     folder, cpu = str(folder), torch.device("cpu")
     task = get_method(config.task._target_)(int(config.seed), **builder_arguments(config.task))
-    observer = Observer(task, SpoolWriter(os.path.join(folder, "spool"), 0), cpu, warmup_steps=0,
-                        record_params=True, deferred=False).attach()
+    observer = Observer(task, SpoolWriter(os.path.join(folder, "spool"), 0), cpu, ObserveSettings(warmup_steps=0,
+                        record_params=True, deferred=False)).attach()
     try:
         adapter.fit(make_job(config, task, cpu, {"ckpt_dir": os.path.join(folder, "ckpt")}))
         summary = observer.finish()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -53,51 +54,63 @@ from evalkit.tasks.catalog import Task
 PROFILES = ("full", "timing")
 
 
-class Observer:
-    """Watches one rank's training from the outside (module, loss, optimizer, scheduler and scaler hooks) and
-    writes what it sees to the spool.
+@dataclass(frozen=True)
+class ObserveSettings:
+    """What an Observer watches and how (the job's `observe.*`, and what the worker knows of the job).
 
     `deferred` (default: on CUDA): never wait for the device. A step's values (loss, grad norm, loss scale,
     sample ids) are copied to the host without waiting and its records are written when the next step ends
     (or at `finish`), by which time the copy is done; waiting at each step would drain the device's queue
     and expose CPU overhead (a wrapper's) that the GPU's work normally hides. Off, every record is written
-    when its step ends. `resuming`: the job resumes a checkpoint (step numbers continue from its state).
-    `import_rss`: the process's RSS after the wrapper's imports (CPU training memory is counted above it).
-    `profile`: "full" or "timing" (see the module's docstring); under "timing", `sample_ids` only serves
-    validation, `record_params` and `deferred` are ignored (nothing is read off the device per step).
-    `per_sample_validation`: record each validation sample's own sums too (several ranks: validation.py).
+    when its step ends. `profile`: "full" or "timing" (see the module's docstring); under "timing", `sample_ids`
+    only serves validation, `record_params` and `deferred` are ignored (nothing is read off the device per step).
     """
 
-    def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, *, warmup_steps: int,
-                 sample_ids: bool = True, record_params: bool = False, deferred: bool | None = None,
-                 resuming: bool = False, import_rss: int | None = None, profile: str = "full",
-                 ckpt_dir: str | None = None, memory_every: int = 0, job_dir: str | None = None,
-                 turns: Turns | None = None, call_profile: CallProfile | None = None,
-                 per_sample_validation: bool = False):
-        if profile not in PROFILES:
-            raise ValueError(f"observe profile {profile!r} is not one of {', '.join(PROFILES)}")
-        self.task, self.spool, self.device, self.profile = task, spool, device, profile
-        self.warmup_steps = warmup_steps
-        timing = profile == "timing"
-        self.deferred = False if timing else device.type == "cuda" if deferred is None else deferred
-        self.samples = SampleIds(task, deferred=self.deferred, enabled=sample_ids)
+    warmup_steps: int
+    sample_ids: bool = True
+    record_params: bool = False
+    deferred: bool | None = None
+    resuming: bool = False                # the job resumes a checkpoint (step numbers continue from its state)
+    import_rss: int | None = None         # RSS after the wrapper's imports (CPU training memory is counted above it)
+    profile: str = "full"
+    ckpt_dir: str | None = None           # the checkpoint directory to watch (rank 0)
+    memory_every: int = 0                 # memory sampled every this many steps (0: never)
+    job_dir: str | None = None
+    per_sample_validation: bool = False   # each validation sample's own sums too (several ranks: validation.py)
+
+
+class Observer:
+    """Watches one rank's training from the outside (module, loss, optimizer, scheduler and scaler hooks) and
+    writes what it sees to the spool, as `settings` say (ObserveSettings). `turns`: a timed job that takes turns
+    with its comparison's other jobs; `call_profile`: where the time and memory go, function by function."""
+
+    def __init__(self, task: Task, spool: SpoolWriter, device: torch.device, settings: ObserveSettings, *,
+                 turns: Turns | None = None, call_profile: CallProfile | None = None):
+        o = settings
+        if o.profile not in PROFILES:
+            raise ValueError(f"observe profile {o.profile!r} is not one of {', '.join(PROFILES)}")
+        self.task, self.spool, self.device, self.profile = task, spool, device, o.profile
+        self.warmup_steps = o.warmup_steps
+        timing = o.profile == "timing"
+        self.deferred = False if timing else device.type == "cuda" if o.deferred is None else o.deferred
+        self.samples = SampleIds(task, deferred=self.deferred, enabled=o.sample_ids)
         self.dtypes = ComputeDtypes()
         self._reading_dtypes = True        # timing: until the measured window starts
         self.steps: StepRecords | LightStepRecords = (
-            LightStepRecords(spool, read_loss=device.type == "cpu", resuming=resuming) if timing
-            else StepRecords(spool, self.samples, deferred=self.deferred, resuming=resuming))
-        self.validation = Validation(task, spool, per_sample=per_sample_validation)
-        self.clock = StepClock(device, warmup_steps)
-        self.memory = PeakMemory(device, import_rss)
-        self.params = ParamRecords(task.model, spool) if record_params and not timing else None
+            LightStepRecords(spool, read_loss=device.type == "cpu", resuming=o.resuming) if timing
+            else StepRecords(spool, self.samples, deferred=self.deferred, resuming=o.resuming))
+        self.validation = Validation(task, spool, per_sample=o.per_sample_validation)
+        self.clock = StepClock(device, o.warmup_steps)
+        self.memory = PeakMemory(device, o.import_rss)
+        self.params = ParamRecords(task.model, spool) if o.record_params and not timing else None
         self.optimizer = OptimizerGroups(task.model, spool) if not timing else None
         self._start_params: dict | None = None     # a resumed job's parameters and buffers at its first forward
-        self._resuming = resuming
-        self.ckpts = CheckpointWatch(ckpt_dir) if ckpt_dir and not timing else None
-        self.memory_samples = MemorySamples(spool, device, memory_every, job_dir) if memory_every and not timing \
-            else None
-        self.turns = turns                 # a timed job that takes turns with its comparison's other jobs
-        self.call_profile = call_profile   # where the time and memory go, function by function (untimed)
+        self._resuming = o.resuming
+        self.ckpts = CheckpointWatch(o.ckpt_dir) if o.ckpt_dir and not timing else None
+        self.memory_samples = MemorySamples(spool, device, o.memory_every, o.job_dir) \
+            if o.memory_every and not timing else None
+        self.turns = turns
+        self.call_profile = call_profile
         self._hooks: Hooks | None = None
         self._value_calls = 0
         self.first_forward_wall: float | None = None   # time.time() of the first training forward (start-up cost)

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from evalkit.contract import Adapter, TrainJob
 from evalkit.observe.call_profile import CallProfile
-from evalkit.observe.observer import Observer
+from evalkit.observe.observer import Observer, ObserveSettings
 from evalkit.observe.turns import TimedWindowDone, Turns
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import Task
@@ -36,12 +36,12 @@ class Instruments:
         profiled = CallProfile(observe.call_profile, observe.warmup_steps) if observe.get("call_profile") else None
         turns = spec.get("turns")
         turns = Turns(turns["address"], turns["job"], rank, observe.warmup_steps, device) if turns else None
-        observer = Observer(task, spool, device, warmup_steps=observe.warmup_steps, sample_ids=observe.sample_ids,
-                            record_params=observe.params, resuming=bool(spec.get("resume_from")),
-                            import_rss=import_rss, profile=observe.profile,
-                            ckpt_dir=spec["ckpt_dir"] if rank == 0 else None, memory_every=observe.memory_every,
-                            job_dir=job_dir, turns=turns, call_profile=profiled,
-                            per_sample_validation=world_size > 1).attach()
+        settings = ObserveSettings(
+            warmup_steps=observe.warmup_steps, sample_ids=observe.sample_ids, record_params=observe.params,
+            resuming=bool(spec.get("resume_from")), import_rss=import_rss, profile=observe.profile,
+            ckpt_dir=spec["ckpt_dir"] if rank == 0 else None, memory_every=observe.memory_every, job_dir=job_dir,
+            per_sample_validation=world_size > 1)
+        observer = Observer(task, spool, device, settings, turns=turns, call_profile=profiled).attach()
         faults = FaultInjector(cfg.faults, task.model, task.loss_fn, lambda: observer.step, observer.flush,
                                spec["ckpt_dir"], fill_device=spool.fill_device)
         return cls(observer, faults, LoadWatch() if spec.get("resume_from") else None, turns, profiled)

@@ -8,7 +8,7 @@ import json
 import torch
 
 from evalkit.controller.ship import merge_validation
-from evalkit.observe.observer import Observer
+from evalkit.observe.observer import Observer, ObserveSettings
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import mlp_regression
 
@@ -20,8 +20,8 @@ def validation_records(tmp_path, per_sample: bool) -> list[dict]:
     records = []
     for rank, ids in enumerate(SHARDS):
         folder = tmp_path / f"{per_sample}"
-        observer = Observer(task, SpoolWriter(str(folder), rank), torch.device("cpu"), warmup_steps=0,
-                            per_sample_validation=per_sample).attach()
+        observer = Observer(task, SpoolWriter(str(folder), rank), torch.device("cpu"), ObserveSettings(warmup_steps=0,
+                            per_sample_validation=per_sample)).attach()
         with torch.no_grad():
             task.model.eval()
             for batch in (ids[:5], ids[5:]):

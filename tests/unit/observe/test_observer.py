@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from evalkit.observe.observer import Observer
+from evalkit.observe.observer import Observer, ObserveSettings
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import mlp_regression
 
@@ -22,8 +22,8 @@ def _records(tmp_path):
 @pytest.mark.parametrize("deferred", [False, True])    # True: records written a step later, as on CUDA
 def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path, deferred):
     task = _task()
-    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=1,
-                        deferred=deferred).attach()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), ObserveSettings(warmup_steps=1,
+                        deferred=deferred)).attach()
     opt = torch.optim.SGD(task.model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (s + 1))
     x, y = task.train_set.tensors
@@ -67,8 +67,8 @@ def test_records_samples_losses_lr_norm_and_scheduler_steps(tmp_path, deferred):
 @pytest.mark.parametrize("deferred", [False, True])
 def test_skipped_fp16_step_is_recorded_not_merged_into_the_next(tmp_path, deferred):
     task = _task()
-    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0,
-                        deferred=deferred).attach()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), ObserveSettings(warmup_steps=0,
+                        deferred=deferred)).attach()
     opt = torch.optim.SGD(task.model.parameters(), lr=0.01)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
     x, y = task.train_set.tensors
@@ -94,7 +94,8 @@ def test_the_optimizer_stepped_is_recorded_with_its_groups_and_again_when_they_c
     (not the LR, which the step records carry per group), the model's parameters in no group; a new record only when
     something but the LR changes."""
     task = _task()
-    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0).attach()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"),
+                        ObserveSettings(warmup_steps=0)).attach()
     named = list(task.model.named_parameters())
     weights = [p for n, p in named if n.endswith("weight")]
     biases = [p for n, p in named if n.endswith("bias")][:-1]           # the last bias in no group

@@ -25,7 +25,7 @@ from planted_loop import WRONGS, PlantedAdapter  # noqa: E402
 
 from evalkit.adapters.baseline import BaselineAdapter  # noqa: E402
 from evalkit.observe.hooks import SCHEDULERS  # noqa: E402
-from evalkit.observe.observer import Observer  # noqa: E402
+from evalkit.observe.observer import Observer, ObserveSettings  # noqa: E402
 from evalkit.probes.semantics.plan import TRUTH_CALIBER  # noqa: E402
 from evalkit.spool import SpoolWriter  # noqa: E402
 from evalkit.tasks.catalog import mlp_regression  # noqa: E402
@@ -67,8 +67,8 @@ def _run(spool: str, adapter, seed: int = 0, grad_clip: float | None = None) -> 
     cfg = OmegaConf.create({"seed": seed, "trainer": {"mode": "aligned"}, "precision": _section("precision"),
                             "train": {**TRAIN, "grad_clip": grad_clip}})
     task = mlp_regression(seed, **TASK)
-    observer = Observer(task, SpoolWriter(spool, 0), torch.device("cpu"), warmup_steps=0,
-                        record_params=True, deferred=False).attach()
+    observer = Observer(task, SpoolWriter(spool, 0), torch.device("cpu"), ObserveSettings(warmup_steps=0,
+                        record_params=True, deferred=False)).attach()
     try:
         adapter.fit(make_job(cfg, task, torch.device("cpu"), {"ckpt_dir": os.path.join(spool, "ckpt")}))
         summary = observer.finish()

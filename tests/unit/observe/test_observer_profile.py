@@ -13,7 +13,7 @@ from torch.optim import optimizer as torch_optimizer
 from evalkit.adapters.baseline import BaselineAdapter
 from evalkit.config import EvalkitConfig
 from evalkit.observe.dtypes import compute_layer
-from evalkit.observe.observer import Observer
+from evalkit.observe.observer import Observer, ObserveSettings
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import mlp_regression
 from evalkit.worker.run import make_job
@@ -39,8 +39,8 @@ def _train(spool_dir: str, profile: str) -> tuple[list[dict], dict]:
     cfg = OmegaConf.structured(EvalkitConfig)
     cfg.train.merge_with({"batch_size": BATCH, "grad_accum": ACCUM, "max_steps": STEPS, "val_every": 0})
     task = _task()
-    observer = Observer(task, SpoolWriter(spool_dir, 0), torch.device("cpu"), warmup_steps=WARMUP,
-                        profile=profile).attach()
+    observer = Observer(task, SpoolWriter(spool_dir, 0), torch.device("cpu"), ObserveSettings(warmup_steps=WARMUP,
+                        profile=profile)).attach()
     try:
         BaselineAdapter().fit(make_job(cfg, task, torch.device("cpu"), {"ckpt_dir": os.path.join(spool_dir, "c")}))
         summary = observer.finish()
@@ -55,7 +55,7 @@ def test_timing_profile_registers_fewer_hooks():
     before = _hook_counts(task)
     added = {}
     for profile in ("full", "timing"):
-        observer = Observer(task, None, torch.device("cpu"), warmup_steps=1, profile=profile).attach()
+        observer = Observer(task, None, torch.device("cpu"), ObserveSettings(warmup_steps=1, profile=profile)).attach()
         added[profile] = {k: v - before[k] for k, v in _hook_counts(task).items()}
         observer.detach()
         assert _hook_counts(task) == before
@@ -96,8 +96,8 @@ def test_timing_profile_records_one_light_step_per_optimizer_step(tmp_path):
 
 def test_skipped_fp16_step_is_a_skip_record_and_its_samples_do_not_count_into_the_next(tmp_path):
     task = _task()
-    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0,
-                        profile="timing").attach()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), ObserveSettings(warmup_steps=0,
+                        profile="timing")).attach()
     opt = torch.optim.SGD(task.model.parameters(), lr=0.01)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
     x, y = task.train_set.tensors
@@ -118,4 +118,4 @@ def test_skipped_fp16_step_is_a_skip_record_and_its_samples_do_not_count_into_th
 
 def test_unknown_profile_is_refused():
     with pytest.raises(ValueError, match="profile 'fast'"):
-        Observer(_task(), None, torch.device("cpu"), warmup_steps=0, profile="fast")
+        Observer(_task(), None, torch.device("cpu"), ObserveSettings(warmup_steps=0, profile="fast"))

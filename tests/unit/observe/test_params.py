@@ -10,7 +10,7 @@ import torch
 
 from evalkit import names
 from evalkit.controller.ship import Shipper
-from evalkit.observe.observer import Observer
+from evalkit.observe.observer import Observer, ObserveSettings
 from evalkit.probes.evidence import parse_params
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import mlp_regression
@@ -27,8 +27,8 @@ def _buffers(model) -> list[float]:
 
 def _train(tmp_path, task, steps: int, resuming: bool = False) -> tuple[list[dict], list[list[float]]]:
     """`steps` SGD steps observed with record_params; the params records and the buffers after each step."""
-    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), warmup_steps=0,
-                        record_params=True, resuming=resuming).attach()
+    observer = Observer(task, SpoolWriter(str(tmp_path), 0), torch.device("cpu"), ObserveSettings(warmup_steps=0,
+                        record_params=True, resuming=resuming)).attach()
     opt = torch.optim.SGD(task.model.parameters(), lr=0.1)
     x, y = task.train_set.tensors
     after = []
