@@ -153,7 +153,7 @@ def run_sweep(overrides: list[str], program: str = "evalkit") -> int:
     """`evalkit -m <overrides>` in this process; its exit code (an interrupt's: 128 + the signal's number).
 
     The process stays ready for the next sweep, so a caller that runs several one after another (the quick
-    evaluation's training sweep and its seven probe sweeps, issue 30) pays evalkit's start once, and the warm
+    evaluation's training sweep and its probe sweeps) pays evalkit's start once, and the warm
     worker servers one sweep started (controller/warm.py) serve the next. Each sweep gets its own sweep directory
     and counts its own failures; the servers hold imports only, never a job's state (each job is a fresh fork)."""
     from evalkit.controller.rundir import new_process_uid

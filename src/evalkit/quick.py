@@ -222,7 +222,7 @@ EXIT_CODES = """exit codes:
 The report goes to --out (verdict.html, verdict.md, verdict.json), with junit.xml and summary.md for CI (docs/ci.md)."""
 # Wall time on a 2-core machine like the one evalkit is developed on; an estimate, not a promise: the sweep's own
 # progress lines give the time left as it goes. Measured on the quick evaluation of 2026-12-06 16:41 (12 min 26 s,
-# every sweep in one process, workers forked from warm servers; issue 30; the performance probe in both modes): the
+# every sweep in one process, workers forked from warm servers; the performance probe in both modes): the
 # training sweep's seconds per job, each sweep's start (Hydra composing it; evalkit's own start is paid once) and the
 # verdict. A probe's seconds per job are its preset's (`ProbePlan.job_s`, beside the probe), measured in that run.
 TRAIN_JOB_S, SWEEP_START_S, VERDICT_S = 3.4, 1.0, 20.0

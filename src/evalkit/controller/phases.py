@@ -1,5 +1,5 @@
 """Named wall-clock marks of one job in its controller, written as `job_phases.json` into the job's run directory
-(issue 30: where a job's time goes; scripts/job_cost.py reads them beside the worker's start-up milestones and its
+(where a job's time goes; scripts/job_cost.py reads them beside the worker's start-up milestones and its
 steps' wall times). `time.time()`, the clock the worker's marks use.
 
 A job's first mark, `job_start`, begins a fresh set (a sweep runs its jobs one after another in one process). A

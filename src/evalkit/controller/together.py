@@ -1,4 +1,4 @@
-"""Jobs run together, taking turns: every job alive at once, one block of optimizer steps at a time (issue 31).
+"""Jobs run together, taking turns: every job alive at once, one block of optimizer steps at a time.
 
 Each job is an ordinary job (its own run, controller, workers and records, `controller.job`); what differs is the
 order. The jobs start a few at a time, as many as there are usable CPUs (each start-up on a core of its own), each group
@@ -8,7 +8,7 @@ the block lengths the `Schedule` gives, until it has what it needs; then every j
 as usual. Between its blocks a job is parked whole: its workers' process groups are stopped (SIGSTOP) from its
 `done` to its next `go`, so that what it runs besides the thread that waits at the table (a wrapper's helper thread,
 an asynchronous logger, a prefetching process) runs in its own blocks and is charged to it, never to the job timed
-meanwhile (issue 44: a planted helper thread taking 10 % of the core passed before, its cost read as the other
+meanwhile (a planted helper thread taking 10 % of the core passed before, its cost read as the other
 arm's). A job whose workers fail or never reach their warm-up's end ends the rounds: the others stop with the
 blocks they have, and the failed one's run says why.
 """

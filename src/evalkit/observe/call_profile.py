@@ -1,5 +1,5 @@
 """Where a job's time and memory go, function by function (`observe.call_profile=N`; the performance probe's
-untimed profile jobs, issue 31).
+untimed profile jobs).
 
 `cProfile` over the N optimizer steps that follow the first step after the warm-up (each function's own time and
 calls, per step; a job taking turns waits for its turn at the warm-up's end, outside that window), and

@@ -1,6 +1,6 @@
 """Taking turns: a timed job that shares its cores with its comparison's other jobs, one block of steps at a time.
 
-The performance probe keeps the baseline and the wrapper alive at once and lets them run in turns (issue 31), so
+The performance probe keeps the baseline and the wrapper alive at once and lets them run in turns, so
 that the two arms of a comparison are timed at the same moment of the machine, seconds apart instead of minutes.
 Each rank of such a job talks to the controller's turn table (`evalkit.controller.turns`) over a Unix socket named
 in its job spec, one line per message, and never runs while another job's block runs:

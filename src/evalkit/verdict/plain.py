@@ -212,7 +212,7 @@ STANDING = {PASS: "within", FAIL: "over", INCONCLUSIVE: "undecided against"}
 
 
 def added_fraction(e: Evidence) -> tuple[float | None, float | None, float | None]:
-    """The added time at the reference step and its interval (runs before issue 44 named it at 100 ms)."""
+    """The added time at the reference step and its interval (older runs named it at 100 ms)."""
     key = "added_fraction" if e.fig("added_fraction") is not None else "added_fraction_at_100ms"
     return e.fig(key), e.fig(f"{key}_low"), e.fig(f"{key}_high")
 

@@ -1,4 +1,4 @@
-"""What changed between versions of one wrapper (issue 33): arms of one trainer, mode and task that differ only by
+"""What changed between versions of one wrapper: arms of one trainer, mode and task that differ only by
 the environment they ran in (`trainer.env`: the arm `name@env`), each set against a reference version,
 dimension by dimension: the cell before and after and, where a probe names its findings by code (the semantic
 probe), the codes that appear and those that are gone.

@@ -227,7 +227,7 @@ def _run(cfg: DictConfig, spec: dict[str, Any], job_dir: str, rank: int, spool: 
         with contextlib.suppress(OSError):          # a full device refuses them (SpoolFull): the failure says so
             spool.flush()
         step = observer.steps.step if observer is not None else 0
-        if isinstance(exc, SystemExit):             # the exit status the wrapper asked for: evidence (issue 28)
+        if isinstance(exc, SystemExit):             # the exit status the wrapper asked for: evidence
             with contextlib.suppress(OSError):
                 spool.write_json(names.summary_file(rank), {"rank": rank, "system_exit": system_exit(exc),
                                                             "last_step": step})

@@ -5,7 +5,7 @@ most `max_line_ratio` times the logical lines the baseline's own customization o
 hand-written loop is the control, measured by the same counter in the same probe run: `measured["control"]`), and
 together they touch the wrapper's private state at most `max_private` times (`probe.customization.*`, recorded with
 the measurements, so a judgement can be repeated offline). A customization whose control was not measured cannot
-pass on its lines: inconclusive, saying so (issue 28).
+pass on its lines: inconclusive, saying so.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ figure against its documented threshold (`probe.maintenance.*`, stored with the 
 
 A pass needs every figure that applies: the standard run's deprecations always; for a wrapper (a trainer naming a
 distribution) its import cost, dependencies and release history too. Where one is missing and nothing failed, the
-result is inconclusive, its first note naming each missing figure and how to get it (issue 28); a finding fails
+result is inconclusive, its first note naming each missing figure and how to get it; a finding fails
 whatever is missing. Plain torch (the baseline) names no distribution: only its standard run applies.
 
 Thresholds (`probe.maintenance.*`, CALIBRATION below): team budgets, absolute by nature (the baseline adds no

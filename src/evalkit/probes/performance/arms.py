@@ -9,7 +9,8 @@ from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.performance.plan import parse_name, size_name
 
 MIB = 2**20
-MEMORY_NOISE_MIB = 2.5      # copies with the baseline's memory differed by up to 2.2 MiB over 120 pairs (issue 31)
+# copies with the baseline's memory differed by up to 2.2 MiB over 120 pairs (docs/probes/performance.md)
+MEMORY_NOISE_MIB = 2.5
 
 
 @dataclass

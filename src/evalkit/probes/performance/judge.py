@@ -7,7 +7,7 @@ and its batch-means interval, at the decision level every look of the run used).
 (`probe.performance.budget`, 5 %) when the whole interval lies below it, outside when it lies above, else undecided:
 inconclusive, with the rounds it would take. Why 5 %: the issue's two fixed points, an identical copy must pass and
 a copy 10 % slower per step must fail, with the same margin on both sides; scripts/bench_performance_probe.py
-measures how often each happens (issue 31's note has the counts).
+measures how often each happens (docs/probes/performance.md has the counts).
 
 Memory: the training memory (the peak above the import footprint) of the wrapper's job at the largest depth against
 the baseline's, plus `probe.performance.memory_budget` of it (10 %); two processes of one program differ by up to

@@ -6,9 +6,9 @@ in order. A block is `probe.performance.block_ms` of the baseline's steps at tha
 step), the same number of steps for both arms.
 
 Why blocks of 20 ms: measured on this 2-core machine (scripts/bench_performance_probe.py --calibrate, the figures in
-issue 31's note), the spread of a round's log ratio between identical copies falls steeply up to blocks of ~20 ms
-(the cost of switching processes and of the caches each block starts cold, a fixed cost per block, shrinks against
-the block) and little beyond, while longer blocks mean fewer rounds in the same minute.
+docs/probes/performance.md), the spread of a round's log ratio between identical copies falls steeply up to blocks of
+~20 ms (the cost of switching processes and of the caches each block starts cold, a fixed cost per block, shrinks
+against the block) and little beyond, while longer blocks mean fewer rounds in the same minute.
 
 The rounds stop at the first look (blocks.looks) whose interval decides against the budget, at
 `probe.performance.time_limit_s` or at `probe.performance.max_rounds`.

@@ -43,7 +43,7 @@ class PerformanceProbeConfig(ProbeConfig):
 PRESETS = {
     # Timed: four jobs taking turns at two depths (the fit through two points; three in the thorough preset), the
     # rounds stopped at 12 s when undecided, in both modes: aligned (the wrapper's own cost, its loggers off as in
-    # your loop) and defaults (what its quick start costs, loggers and progress bars as it leaves them; issue 44).
+    # your loop) and defaults (what its quick start costs, loggers and progress bars as it leaves them).
     "quick": ProbePlan(["probe.performance.depths=[2,32]", "probe.performance.time_limit_s=12"],
                        jobs_per_run=6, job_s=4.6),
     "thorough": ProbePlan(["probe.performance.time_limit_s=60"], jobs_per_run=6, job_s=4.6),

@@ -1,4 +1,4 @@
-"""Windows and padding judged from what each step saw, whatever the order (issue 29): used when no known sampler
+"""Windows and padding judged from what each step saw, whatever the order: used when no known sampler
 reproduces a job's order (a wrapper's own shuffling), where the layouts of `explain_windows` cannot be laid over it.
 
 The ranks' micro-batches at one position of their streams form a global batch. Epochs are cut from the samples

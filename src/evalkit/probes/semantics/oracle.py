@@ -401,7 +401,7 @@ def clip_norm_for(job: JobEvidence, seed: int | None = None) -> float | None:
     partial sums exceed the norm in 5 to 7 of the 8 windows of two or more micro-batches at world size 1 and 8 to
     10 of 10 at world size 2, and whole windows are clipped on 8 to 10 of 10 steps. The rule before (the lowest
     decile of the window norms) left partial sums above the norm in 2 of 10 windows at seed 1, the lower quartile
-    (before issue 28) clipped 1 of 10 steps. None when `job` has no config (it never started): the plan then does
+    (before the rule) clipped 1 of 10 steps. None when `job` has no config (it never started): the plan then does
     not run the clip job and the judge says so."""
     if not job.config:
         return None

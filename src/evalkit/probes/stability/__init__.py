@@ -1,1 +1,1 @@
-"""The stability probe: kill and resume, damaged checkpoints, out of memory, a long run (issue 13)."""
+"""The stability probe: kill and resume, damaged checkpoints, out of memory, a long run."""

@@ -1,6 +1,6 @@
 """The stability probe's items other than resumes: damaged checkpoints offered to a resume, an error at step k.
 
-What is judged is what the wrapper did, as a user would see it (issue 28): a resume offered a damaged checkpoint
+What is judged is what the wrapper did, as a user would see it: a resume offered a damaged checkpoint
 counts as refusing it only when its failure can be laid at the checkpoint's door (a resume of an intact copy of the
 same checkpoint succeeded, or the failure names the checkpoint); a crash for another reason is no evidence either
 way. An error raised at step k counts as shown only when it propagated: a wrapper that catches it and ends the

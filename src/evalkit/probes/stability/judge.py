@@ -1,6 +1,6 @@
 """The stability probe's judge: one item per fault, each pass / fail / not exercised, with its evidence.
 
-Every pass rests on evidence (issue 28): an item whose evidence cannot decide is not exercised, with what is
+Every pass rests on evidence: an item whose evidence cannot decide is not exercised, with what is
 missing and how to get it, and the headline counts both ("7/8 items, 2 not exercised: ..."). A drill the wrapper
 refused as documented-unsupported (a page of its own docs cited: evalkit.probes.refusals) is not claimed, named with
 its page ("; not judged: kill ws2 (documented-unsupported: <page>)") and counted; refused otherwise, it fails, saying

@@ -1,5 +1,5 @@
 """The long run: memory and log growth through a few thousand short steps, and the step count, each judged against
-the baseline's long run on the same settings in the same probe run (`long-run-baseline`, issue 28).
+the baseline's long run on the same settings in the same probe run (`long-run-baseline`).
 
 A slope is the OLS slope of the sampled RSS (on CUDA the allocator's bytes) against the step, in KiB per 1,000
 steps, with its 95 % interval; the first tenth of the run is left out (the allocator's warm-up). The hand-written

@@ -12,7 +12,7 @@ that is not a parameter lost, which the records do not name), and when all of th
 the step (the update differs: optimizer state lost). Outcome: bit for bit, within tolerance, or the failure with its
 causes.
 
-Reproducibility (issue 28): the interrupted job is compared with the uninterrupted one up to the kill, quantity by
+Reproducibility: the interrupted job is compared with the uninterrupted one up to the kill, quantity by
 quantity. Where it had already left the uninterrupted run (its parameters: the wrapper is not bitwise
 reproducible; its samples, LR or RNG digest: that quantity is not reproducible), only that quantity's comparison
 after the resume is relaxed: the resume point, the step numbers and count, and every quantity that did reproduce
@@ -20,9 +20,9 @@ are still checked on every resume, and any cause they find fails the item. A res
 less than LOSS_LOST_RTOL while every input agrees (the weights and buffers it started from, its samples, LR, RNG
 digest and model mode) is the same: the computation is not bitwise reproducible there (seen on a 2-core AMX
 machine: one step's loss a relative 3e-5 off in 2 of 4 stability runs of Lightning with forked workers, 0 of 3 with
-fresh ones; issue 30's note). Beyond it, the difference is not noise: a state the records do not hold was lost
-(issue 44). A resume with no cause whose parameters and loss cannot be compared is `not reproducible` (not
-exercised), never a pass.
+fresh ones; docs/probes/stability.md). Beyond it, the difference is not noise: a state the records do not hold was
+lost. A resume with no cause whose parameters and loss cannot be compared is `not reproducible` (not exercised),
+never a pass.
 """
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ NOT_REPRODUCIBLE = "not reproducible"   # no cause found, but parameters and los
 RTOL = 1e-5          # loss and parameters: relative difference still "within tolerance"
 SAME_INPUTS = "same inputs"   # _cause: the loss differs (within LOSS_LOST_RTOL) while every input of the step agrees
 # A loss further off than this (relative) with every recorded input agreeing is a lost state, not noise. Chosen from
-# the noise side: 10x the largest reproducibility noise seen (3e-5, issue 30), whose tail two sightings in four runs
-# do not bound; float32 reordering on the stability model gives 3e-7 (threads 1 vs 2). A precision lost on resume
-# that the recorded dtype does not show lands beyond it: fp32 -> bf16 in 89 % of steps, fp16 in 38 % only
-# (tests/unit/probes/stability/test_resume_calibration.py measures both sides on the stability model).
+# the noise side: 10x the largest reproducibility noise seen (3e-5, docs/probes/stability.md), whose tail two
+# sightings in four runs do not bound; float32 reordering on the stability model gives 3e-7 (threads 1 vs 2). A
+# precision lost on resume that the recorded dtype does not show lands beyond it: fp32 -> bf16 in 89 % of steps, fp16
+# in 38 % only (tests/unit/probes/stability/test_resume_calibration.py measures both sides on the stability model).
 LOSS_LOST_RTOL = 3e-4
 LOST_STATE = ("loss differs with the same inputs: state that is not a parameter was lost (buffers, loss scale, "
               "precision)")
