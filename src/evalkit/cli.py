@@ -52,7 +52,7 @@ def _app(cfg: DictConfig):
     run_dir = HydraConfig.get().runtime.output_dir
     try:
         if cfg.probe.name != "none":
-            from evalkit.probes.runner import run_probe  # heavy imports after Hydra has parsed the command line
+            from evalkit.controller.probe_run import run_probe  # heavy imports after Hydra has parsed the command line
 
             result = run_probe(cfg, run_dir)
         else:

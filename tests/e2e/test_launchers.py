@@ -6,7 +6,7 @@ from __future__ import annotations
 from helpers import job_runs, run_evalkit
 
 from evalkit import names
-from evalkit.controller.launch import usable_cpus
+from evalkit.cpus import usable_cpus
 
 PARALLEL = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
 

@@ -32,7 +32,7 @@ from evalkit.controller.environment import (
     runs_on_cuda,
 )
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest, ended_status, interruption
-from evalkit.controller.launch import Outcome, WorkerGroup, worker_threads
+from evalkit.controller.launch import Outcome, WorkerGroup
 from evalkit.controller.progress import JobProgress
 from evalkit.controller.result import JobResult
 from evalkit.controller.resume_check import check_resume, resume_tags
@@ -42,6 +42,7 @@ from evalkit.controller.sweep_resume import fingerprint, finished_run, stale_ver
 from evalkit.controller.system_metrics import SystemSampler
 from evalkit.controller.ui import job_description, log_datasets, trainer_label
 from evalkit.controller.writable import space_problem
+from evalkit.cpus import worker_threads
 from evalkit.envs.select import env_problem
 from evalkit.envs.store import EnvUnavailable, ready
 from evalkit.secrets import redact

@@ -25,10 +25,10 @@ from omegaconf import DictConfig
 from evalkit.controller import phases, rundir
 from evalkit.controller.interrupt import Interrupted, StopRequest
 from evalkit.controller.job import Controller, preflight
-from evalkit.controller.launch import usable_cpus, worker_threads
 from evalkit.controller.progress import say
 from evalkit.controller.result import JobResult
 from evalkit.controller.turn_table import JobLeft, TurnTable
+from evalkit.cpus import usable_cpus, worker_threads
 from evalkit.text import one_line
 
 READY_TIMEOUT_S = 300.0     # a job's start-up and warm-up

@@ -1,4 +1,5 @@
-"""What a probe is to the runner: a plan (the jobs it needs, phase after phase) and a judge (records -> result)."""
+"""What a probe is to the runner (controller/probe_run.py): a plan (the jobs it needs, phase after phase) and a
+judge (records -> result)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

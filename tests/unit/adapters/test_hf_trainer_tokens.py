@@ -20,8 +20,8 @@ from helpers import compose_config
 from semantic_plants import record_in_process
 
 from evalkit.adapters.hf_trainer import HFTrainerAdapter, task_module
+from evalkit.controller.probe_run import probe_job_config
 from evalkit.probes.catalog import load_probe
-from evalkit.probes.runner import probe_job_config
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.plan import tokens_job_name
 

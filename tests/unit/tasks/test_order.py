@@ -148,28 +148,27 @@ def test_same_device_ignores_a_cpu_index_only():
 
 
 def test_timed_workers_are_pinned_to_the_last_cores_leaving_the_first_to_the_controller(monkeypatch):
-    from evalkit.controller import launch
+    from evalkit import cpus
 
-    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    assert launch.pinned_cpus(1, 1) == [[3]]
-    assert launch.pinned_cpus(2, 1) == [[2], [3]]
-    assert launch.pinned_cpus(2, 2) == [[0, 1], [2, 3]]
-    assert launch.pinned_cpus(1, 4) is None          # one rank on every core: nothing to pin
-    assert launch.pinned_cpus(3, 2) is None          # more threads than cores: not pinned
+    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert cpus.pinned_cpus(1, 1) == [[3]]
+    assert cpus.pinned_cpus(2, 1) == [[2], [3]]
+    assert cpus.pinned_cpus(2, 2) == [[0, 1], [2, 3]]
+    assert cpus.pinned_cpus(1, 4) is None          # one rank on every core: nothing to pin
+    assert cpus.pinned_cpus(3, 2) is None          # more threads than cores: not pinned
 
 
 def test_default_threads_share_the_usable_cpus_between_ranks_and_jobs_side_by_side(monkeypatch):
     """hardware.threads=0 gave every job of a joblib sweep all the machine's cores (n_jobs x cores threads), and
     a SLURM job the whole node's: now the CPUs this process may use, over its ranks and the sweep's jobs at once."""
-    from evalkit import names
-    from evalkit.controller import launch
+    from evalkit import cpus, names
 
-    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: set(range(8)))     # e.g. a SLURM job's share
-    monkeypatch.setattr(launch.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda pid: set(range(8)))     # e.g. a SLURM job's share
+    monkeypatch.setattr(cpus.os, "cpu_count", lambda: 64)
     monkeypatch.delenv(names.SIDE_BY_SIDE_ENV, raising=False)
-    assert [launch.default_threads(n) for n in (1, 2, 3, 16)] == [8, 4, 2, 1]
+    assert [cpus.default_threads(n) for n in (1, 2, 3, 16)] == [8, 4, 2, 1]
     monkeypatch.setenv(names.SIDE_BY_SIDE_ENV, "2")
-    assert [launch.default_threads(n) for n in (1, 2, 8)] == [4, 2, 1]
+    assert [cpus.default_threads(n) for n in (1, 2, 8)] == [4, 2, 1]
 
 
 def test_workers_get_their_threads_and_openmp_threads_that_sleep_while_waiting(monkeypatch, tmp_path):

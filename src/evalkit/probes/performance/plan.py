@@ -7,7 +7,7 @@ training memory, run after run (what the C allocator does with large blocks diff
 hidden 256 and depth 32 they differed by 0.5-1.1 % (docs/probes/performance.md). Each size gets one baseline job and
 one wrapper job; the runner starts all of them one after another and lets them take turns (`schedule.py`). Every job
 trains with the light `timing` observation profile, no validation or checkpoint, its workers pinned to the same cores
-as every other job's (controller.launch.pinned_cpus): the jobs never run at once, each waits at the turn table while
+as every other job's (cpus.pinned_cpus): the jobs never run at once, each waits at the turn table while
 another's block runs. `train.max_steps` is only a cap: the turn table ends the jobs when the measurement is decided.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from evalkit.caliber import caliber_tag
-from evalkit.controller.launch import worker_threads
+from evalkit.cpus import worker_threads
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult

@@ -15,8 +15,8 @@ from helpers import compose_config
 from omegaconf import OmegaConf
 from semantic_plants import codes, replant_updates, set_stream
 
+from evalkit.controller.probe_run import probe_job_config
 from evalkit.probes.catalog import load_probe
-from evalkit.probes.runner import probe_job_config
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.oracle import Caliber, expected_lr, expected_windows
 from evalkit.probes.semantics.plan import tokens_job_name

@@ -16,8 +16,8 @@ from helpers import PLANTED, compose_config
 from semantic_plants import codes, record_in_process
 
 from evalkit.adapters.baseline import BaselineAdapter
+from evalkit.controller.probe_run import probe_job_config
 from evalkit.probes.catalog import load_probe
-from evalkit.probes.runner import probe_job_config
 from evalkit.probes.semantics.judge import judge
 from evalkit.probes.semantics.oracle import Caliber, GradientOracle, expected_windows
 from evalkit.probes.semantics.plan import tokens_job_name

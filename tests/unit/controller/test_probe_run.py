@@ -9,10 +9,10 @@ from evalkit import names
 from evalkit.analysis.arms import group_arms
 from evalkit.analysis.records import RunRecord
 from evalkit.config import validate
+from evalkit.controller.probe_run import ProbeRun, probe_job_config
 from evalkit.probes.base import PlannedJob
 from evalkit.probes.catalog import load_probe
 from evalkit.probes.evidence import JobEvidence
-from evalkit.probes.runner import ProbeRun, probe_job_config
 from evalkit.probes.semantics.plan import TRUTH_CALIBER
 
 
