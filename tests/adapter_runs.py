@@ -125,18 +125,61 @@ def assert_resumed_at_step_21(client, continuous, resumed):
     return full, rest
 
 
-def bf16_accumulating(workdir, *trainer: str):
-    """bf16_mixed with grad_accum=2 on ADAPTER_SMALL (precision and accumulation in one run): (client, run)."""
-    return run_ok(workdir, *trainer, *ADAPTER_SMALL, "precision=bf16_mixed", "train.grad_accum=2")
+STEP_20 = re.compile(r"(?<![0-9])0*20(?![0-9])")
 
 
-def resumed_from_step_20(workdir, *trainer: str, checkpoint: str):
-    """ADAPTER_RESUME twice in one workdir: a run checkpointing every 20 steps, then one resumed from its
-    `checkpoint` (a name inside its checkpoint dir): (client, continuous, resumed, checkpoint path)."""
-    client, continuous = run_ok(workdir, *trainer, *ADAPTER_RESUME, "train.ckpt_every=20")
-    path = os.path.join(continuous.data.tags["evalkit.checkpoint_dir"], checkpoint)
-    _, resumed = run_ok(workdir, *trainer, *ADAPTER_RESUME, f"resume_from={path}")
-    return client, continuous, resumed, path
+def checkpoint_after_step_20(ckpt_dir: str) -> str:
+    """The entry a wrapper wrote for step 20 in its checkpoint directory, whatever it names it (`step_00000020.pt`,
+    `checkpoint-20`, a `save_state` folder), its checksum files aside: the one a resume from step 20 is given."""
+    from evalkit.checkpoint import CHECKSUM_SUFFIX
+
+    found = [n for n in sorted(os.listdir(ckpt_dir)) if STEP_20.search(n) and not n.endswith(CHECKSUM_SUFFIX)]
+    assert len(found) == 1, (ckpt_dir, os.listdir(ckpt_dir))
+    return os.path.join(ckpt_dir, found[0])
+
+
+class AdapterRuns:
+    """One wrapper's runs of the adapter contract (tests/e2e/test_adapters.py), trained once per test session in
+    `folder` whichever test asks first (a lock beside it: pytest-xdist's workers wait for the one that trains), then
+    read back from its store: `bf16` (bf16_mixed with grad_accum=2 on ADAPTER_SMALL) and `ddp` (ADAPTER_RESUME at
+    world size 2 checkpointing every 20 steps, then a run resumed from its step-20 checkpoint)."""
+
+    def __init__(self, folder: Path, trainer: str):
+        self.folder, self.trainer = folder, trainer
+
+    def _trained(self, kind: str, train) -> Path:
+        import fcntl
+
+        where = self.folder / f"{self.trainer}-{kind}"
+        where.mkdir(parents=True, exist_ok=True)
+        with open(where.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (where / "done").exists():
+                train(where)
+                (where / "done").write_text("")
+        return where
+
+    def bf16(self) -> tuple:
+        """(client, the run), which may have ended FAILED (a refusal: the test reads its reason)."""
+        where = self._trained("bf16", lambda w: run_evalkit(w, f"trainer={self.trainer}", *ADAPTER_SMALL,
+                                                              "precision=bf16_mixed", "train.grad_accum=2"))
+        client, (run,) = job_runs(where)
+        return client, run
+
+    def ddp(self) -> tuple:
+        """(client, the continuous run, the resumed run or None, the step-20 checkpoint or None)."""
+        def train(where: Path) -> None:
+            run_evalkit(where, f"trainer={self.trainer}", *ADAPTER_RESUME, "train.ckpt_every=20")
+            _, (continuous,) = job_runs(where)
+            if continuous.info.status == "FINISHED":
+                path = checkpoint_after_step_20(continuous.data.tags["evalkit.checkpoint_dir"])
+                (where / "checkpoint").write_text(path)
+                run_evalkit(where, f"trainer={self.trainer}", *ADAPTER_RESUME, f"resume_from={path}")
+
+        where = self._trained("ddp", train)
+        client, runs = job_runs(where)
+        checkpoint = (where / "checkpoint").read_text() if (where / "checkpoint").exists() else None
+        return client, runs[0], runs[1] if len(runs) > 1 else None, checkpoint
 
 
 def assert_lightning_ranks_joined(client, run) -> None:

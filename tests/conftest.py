@@ -94,6 +94,16 @@ def shared_sweep(tmp_path_factory):
     return shared_sweep_in(Path(_lock_paths(tmp_path_factory)[0]).parent / "shared-sweep")
 
 
+@pytest.fixture(scope="session")
+def adapter_runs(tmp_path_factory):
+    """`adapter_runs(trainer)`: that wrapper's runs of the adapter contract (adapter_runs.AdapterRuns), trained once
+    per test session and shared by tests/e2e/test_adapters.py and the wrapper's own test_adapter_<wrapper>.py."""
+    from adapter_runs import AdapterRuns
+
+    root = Path(_lock_paths(tmp_path_factory)[0]).parent / "adapter-runs"
+    return lambda trainer: AdapterRuns(root, trainer)
+
+
 @pytest.fixture(scope="module")
 def team():
     """A team's tracking server the requesting module shares (helpers.Team)."""

@@ -3,9 +3,8 @@
 Runs shared by the assertions (module scope, small task):
 - `aligned`: aligned fp32 at world size 1 and the baseline, read from the session's shared sweep (their
   records equal bit for bit: tests/smoke/test_matrix.py);
-- `bf16`: bf16_mixed at world size 1 with grad_accum=2 (precision and accumulation in one run);
-- `ddp`: fp32 at world size 2 with ckpt_every=20, max_steps=40 (world size 2 and the continuous run of the
-  resume check), then a second run resumed with `resume_from_checkpoint` from its `checkpoint-20`.
+- `bf16` and `ddp`: the adapter contract's runs (tests/e2e/test_adapters.py: bf16_mixed with grad_accum=2;
+  world size 2, then resumed from its step-20 checkpoint), trained once per session and shared.
 """
 from __future__ import annotations
 
@@ -16,8 +15,6 @@ from adapter_runs import (
     ADAPTER_RESUME,
     ADAPTER_SMALL,
     assert_resumed_at_step_21,
-    bf16_accumulating,
-    resumed_from_step_20,
 )
 from helpers import effective_config, job_runs, read_records, run_evalkit
 
@@ -35,13 +32,15 @@ def aligned(shared_sweep):
 
 
 @pytest.fixture(scope="module")
-def bf16(tmp_path_factory):
-    return bf16_accumulating(tmp_path_factory.mktemp("hf_bf16"), *TRAINER)
+def bf16(adapter_runs):
+    """The contract's bf16 run (tests/e2e/test_adapters.py), shared: its effective config is checked here."""
+    return adapter_runs("hf_trainer").bf16()
 
 
 @pytest.fixture(scope="module")
-def ddp(tmp_path_factory):
-    return resumed_from_step_20(tmp_path_factory.mktemp("hf_ddp"), *TRAINER, checkpoint="checkpoint-20")
+def ddp(adapter_runs):
+    """The contract's world-size-2 run and its resume from step 20, shared."""
+    return adapter_runs("hf_trainer").ddp()
 
 
 def test_fp32_finishes_with_the_baselines_metrics_and_the_effective_config(aligned):
