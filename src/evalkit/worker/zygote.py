@@ -107,13 +107,34 @@ def unsafe_to_fork() -> str | None:
     return None
 
 
+# The server's environment before its imports, and what they set in it: every forked child gets the latter.
+_started_with: dict[str, str] = {}
+_imported: dict[str, str] = {}
+
+
+def imported_environment(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
+    """The variables the server's imports set or changed (an adapter's module setting HF_HUB_OFFLINE, say)."""
+    return {k: v for k, v in after.items() if before.get(k) != v}
+
+
+def child_environment(env: dict[str, str], imported: dict[str, str], before: dict[str, str]) -> dict[str, str]:
+    """A forked worker's environment: the one it is given, then what the server's imports did to the server's, as a
+    fresh interpreter's imports would do to its own. A variable the child is given and the server started without
+    (its rank, its threads: set per child) stays as given."""
+    out = dict(env)
+    for key, value in imported.items():
+        if key not in env or env[key] == before.get(key):
+            out[key] = value
+    return out
+
+
 def _child(job_dir: str, env: dict[str, str], log: str, server_pid: int) -> None:
     """In the forked child: become the worker, run it, and never return."""
     code = 1
     try:
         os.setsid()
         os.environ.clear()
-        os.environ.update(env)
+        os.environ.update(child_environment(env, _imported, _started_with))
         os.environ[names.CONTROLLER_PID_ENV] = str(server_pid)
         show_as([sys.executable, "-m", "evalkit.worker", job_dir], dict(os.environ))
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -167,7 +188,9 @@ def serve(target: str, wrapper_modules: list[str]) -> int:
     os.environ.pop(names.PROC_ROOM_ENV, None)
     die_with_controller()
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the controller's to handle
+    _started_with.update(os.environ)
     info = preload(target, wrapper_modules)
+    _imported.update(imported_environment(_started_with, dict(os.environ)))
     problem = unsafe_to_fork()
     if problem:
         _send({"refused": problem})
