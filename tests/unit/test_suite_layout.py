@@ -68,9 +68,16 @@ class Function:
 
 
 def functions(source: str) -> tuple[dict[str, Function], set[str]]:
-    """(the module's top-level functions by name, the names that are fixtures)."""
+    """(the module's top-level functions by name, the names that are fixtures). A class counts as one function
+    made of its methods: using it may start what any of them starts (adapter_runs.AdapterRuns trains on demand)."""
     found, fixtures = {}, set()
     for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            body = [n for stmt in node.body for n in ast.walk(stmt)]
+            found[node.name] = Function(
+                starts=any(_starts_here(n) for n in body),
+                uses={_dotted(n).rpartition(".")[2] for n in body if isinstance(n, (ast.Name, ast.Attribute))})
+            continue
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         body = [n for stmt in node.body for n in ast.walk(stmt)]
@@ -208,6 +215,15 @@ def test_pure(workdir): assert workdir
                      "unit/test_x.py::test_via_local_function", "unit/test_x.py::test_via_popen",
                      "unit/test_x.py::test_via_os"]
     assert [p.partition(": ")[0] for p in tier_problems(starts, {"e2e/test_x.py::test_pure": "a call"})] == named[1:]
+
+
+def test_the_tier_check_sees_a_start_inside_a_shared_class_that_a_fixture_hands_out():
+    shared = {"runs.py": "from helpers import run_ok\nclass Runs:\n    def train(self, d):\n        return run_ok(d)\n",
+              "helpers.py": "import subprocess\ndef run_ok(d):\n    return subprocess.run(['evalkit'])\n",
+              "conftest.py": "import pytest\n@pytest.fixture\ndef runs():\n    return lambda: Runs()\n"}
+    source = "def test_via_class(runs): runs().train('d')\ndef test_pure(): pass\n"
+    starts = process_starters({"e2e/test_x.py": source}, shared)
+    assert starts == {"e2e/test_x.py::test_pure": False, "e2e/test_x.py::test_via_class": True}
 
 
 def test_the_check_reads_the_real_suite():
