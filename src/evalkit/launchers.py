@@ -140,9 +140,6 @@ ALL_VARIABLES = frozenset(
 # Removed from every rank, as a launcher's are, so a wrapper sees the launch its documentation describes; the ranks
 # run inside the job's allocation all the same (its CPUs, memory and GPUs are the process's, not variables).
 SCHEDULER_PREFIXES = ("SLURM_", "PMI_", "PMIX_")
-SCHEDULER_DEPARTURE = ("inside a SLURM job, each rank is evalkit's process, not one of SLURM's tasks: SLURM's "
-                       "variables (SLURM_*, PMI_*, PMIX_*) are removed from it, else Lightning's SLURMEnvironment and "
-                       "Ignite read the controller's task (rank 0 of 1) as every rank's")
 
 
 def inherited_launch(name: str) -> bool:

@@ -189,16 +189,23 @@ def leading(cfg: DictConfig, run_dir: str) -> Iterator[None]:
         beacon.close(state="ended")
 
 
+def _placement(job_cfg: DictConfig, dist: DictConfig, node_rank: int, cuda: bool, threads: int,
+               pin_at_turn: bool = False) -> Placement:
+    """Where this node's ranks of the job run: `dist` this node's distributed settings, `job_cfg` the job's (node
+    0's, on the other nodes: its trainer, threads and observe profile)."""
+    return Placement(dist.world_size, dist.master_addr, dist.master_port, dist.nnodes, node_rank,
+                     run_id=rendezvous_id(dist) if dist.nnodes > 1 else None, cuda=cuda, threads=threads,
+                     pin=job_cfg.observe.profile == "timing", pin_at_turn=pin_at_turn,
+                     python=worker_python(job_cfg.trainer),
+                     launcher=launchers.chosen(job_cfg.trainer.get("launch"), dist.world_size, cuda))
+
+
 def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, threads: int,
                 pin_at_turn: bool = False) -> Any:
     """This job's ranks on this node: a WorkerGroup; on node 0 of several, a NodeGroup (its ranks and the reports
     of the other nodes' ranks)."""
     dist = cfg.distributed
-    placement = Placement(dist.world_size, dist.master_addr, dist.master_port, dist.nnodes, dist.node_rank,
-                          run_id=rendezvous_id(dist) if dist.nnodes > 1 else None, cuda=cuda, threads=threads,
-                          pin=cfg.observe.profile == "timing", pin_at_turn=pin_at_turn,
-                          python=worker_python(cfg.trainer),
-                          launcher=launchers.chosen(cfg.trainer.get("launch"), dist.world_size, cuda))
+    placement = _placement(cfg, dist, dist.node_rank, cuda, threads, pin_at_turn)
     warm_start = None if warm.refusal(cfg, cuda) else WarmStart(
         cfg.trainer._target_, tuple(trainers.modules(cfg.trainer)), cfg.hardware.get("worker_start") == "warm")
     group = WorkerGroup(run_dir, run_dir, placement, warm_start)
@@ -385,12 +392,8 @@ def run_other_node(cfg: DictConfig) -> JobResult:
             job_cfg = OmegaConf.create(spec["config"])
             run = f"run {lead['run_id']}" if lead.get("run_id") else "the run"
             say(mode, f"[evalkit] {who}: node 0 records {run}; starting this node's ranks")
-            cuda = runs_on_cuda(cfg)
-            group = WorkerGroup(shared, shared, Placement(
-                dist.world_size, dist.master_addr, dist.master_port, dist.nnodes, node, run_id=rendezvous_id(dist),
-                cuda=cuda, threads=job_cfg.hardware.threads, pin=job_cfg.observe.profile == "timing",
-                python=worker_python(job_cfg.trainer),
-                launcher=launchers.chosen(job_cfg.trainer.get("launch"), dist.world_size, cuda)))
+            group = WorkerGroup(shared, shared, _placement(job_cfg, dist, node, runs_on_cuda(cfg),
+                                                           job_cfg.hardware.threads))
             beacon.update(state="running")
             outcome, problem, asked = _watch_ranks(group, shared, dist.node_timeout_s, stop)
             report = {"node_rank": node, "ranks": ranks, "codes": outcome.codes, "interrupted": outcome.interrupted,

@@ -107,16 +107,6 @@ def unsafe_to_fork() -> str | None:
     return None
 
 
-# The server's environment before its imports, and what they set in it: every forked child gets the latter.
-_started_with: dict[str, str] = {}
-_imported: dict[str, str] = {}
-
-
-def imported_environment(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
-    """The variables the server's imports set or changed (an adapter's module setting HF_HUB_OFFLINE, say)."""
-    return {k: v for k, v in after.items() if before.get(k) != v}
-
-
 def child_environment(env: dict[str, str], imported: dict[str, str], before: dict[str, str]) -> dict[str, str]:
     """A forked worker's environment: the one it is given, then what the server's imports did to the server's, as a
     fresh interpreter's imports would do to its own. A variable the child is given and the server started without
@@ -128,13 +118,15 @@ def child_environment(env: dict[str, str], imported: dict[str, str], before: dic
     return out
 
 
-def _child(job_dir: str, env: dict[str, str], log: str, server_pid: int) -> None:
-    """In the forked child: become the worker, run it, and never return."""
+def _child(job_dir: str, env: dict[str, str], log: str, server_pid: int, imported: dict[str, str],
+           before: dict[str, str]) -> None:
+    """In the forked child: become the worker, run it, and never return. `imported`: what the server's imports set
+    in its environment, which started as `before`."""
     code = 1
     try:
         os.setsid()
         os.environ.clear()
-        os.environ.update(child_environment(env, _imported, _started_with))
+        os.environ.update(child_environment(env, imported, before))
         os.environ[names.CONTROLLER_PID_ENV] = str(server_pid)
         show_as([sys.executable, "-m", "evalkit.worker", job_dir], dict(os.environ))
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -188,9 +180,9 @@ def serve(target: str, wrapper_modules: list[str]) -> int:
     os.environ.pop(names.PROC_ROOM_ENV, None)
     die_with_controller()
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the controller's to handle
-    _started_with.update(os.environ)
+    before = dict(os.environ)
     info = preload(target, wrapper_modules)
-    _imported.update(imported_environment(_started_with, dict(os.environ)))
+    imported = {k: v for k, v in os.environ.items() if before.get(k) != v}   # an adapter setting HF_HUB_OFFLINE
     problem = unsafe_to_fork()
     if problem:
         _send({"refused": problem})
@@ -213,7 +205,7 @@ def serve(target: str, wrapper_modules: list[str]) -> int:
                     request = json.loads(line)
                     pid = os.fork()
                     if pid == 0:
-                        _child(request["job_dir"], request["env"], request["log"], server_pid)
+                        _child(request["job_dir"], request["env"], request["log"], server_pid, imported, before)
                     children.add(pid)
                     _send({"forked": request["fork"], "pid": pid})
             for pid in list(children):
