@@ -204,6 +204,12 @@ def aligned_settings(job: TrainJob) -> dict[str, Any]:
     }
 
 
+def compiled(job: TrainJob, arguments: dict[str, Any]) -> dict[str, Any]:
+    """`train.compile`: `Accelerator(dynamo_backend="inductor")` (Accelerate's "Compilation" guide; prepare() then
+    compiles the model)."""
+    return {**arguments, "dynamo_backend": "inductor"} if job.compile else arguments
+
+
 def accelerator_arguments(settings: dict[str, Any]) -> dict[str, Any]:
     """`Accelerator(**...)` for `settings`: its configuration objects and kwargs handlers built from their dicts."""
     from accelerate.utils import (
@@ -349,7 +355,7 @@ class AccelerateAdapter(WrapperAdapter):
     def _fit_aligned(self, job: TrainJob) -> None:
         from accelerate import Accelerator
 
-        settings = aligned_settings(job)
+        settings = compiled(job, aligned_settings(job))
         accelerator = Accelerator(**accelerator_arguments(settings))
         self._check_device(job, accelerator)
         if job.precision.autocast_dtype is not None and not accelerator.native_amp:
@@ -449,7 +455,7 @@ class AccelerateAdapter(WrapperAdapter):
     def _fit_defaults(self, job: TrainJob) -> None:
         from accelerate import Accelerator
 
-        accelerator = Accelerator(**defaults_arguments(job))
+        accelerator = Accelerator(**compiled(job, defaults_arguments(job)))
         self._check_device(job, accelerator)       # accelerator.device is where prepare() puts model and batches
 
         model = job.task.model

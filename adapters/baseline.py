@@ -44,6 +44,8 @@ class BaselineAdapter(WrapperAdapter):
         model = job.task.model.to(device)
         net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
             if job.distributed else model
+        if job.compile:     # the DDP-wrapped model, as PyTorch's DDP notes compile it (DDPOptimizer splits the graph)
+            net = torch.compile(net)
         loss_fn = job.task.loss_fn
         optimizer = job.make_optimizer(model.parameters())
         scheduler = job.make_scheduler(optimizer)
@@ -86,7 +88,8 @@ class BaselineAdapter(WrapperAdapter):
                 stop = self.after_optimizer_step(job, step, model)
 
                 if job.should_validate(step) or stop:
-                    self._validate(job, model)
+                    # compiled at one rank; under DDP the plain model (no collective in an uneven validation)
+                    self._validate(job, net if job.compile and not job.distributed else model)
                 if job.should_checkpoint(step):
                     at_end = batch_in_epoch == batches_per_epoch
                     self._save(job, step, epoch + at_end, 0 if at_end else batch_in_epoch,
@@ -157,7 +160,9 @@ class BaselineAdapter(WrapperAdapter):
             "precision": job.precision.name,
             "autocast_dtype": str(job.precision.autocast_dtype) if job.precision.autocast_dtype else None,
             "grad_scaler": scaler.is_enabled(),
-            "ddp": type(net).__name__ == "DistributedDataParallel",
+            "ddp": "DistributedDataParallel" in (type(net).__name__, type(getattr(net, "_orig_mod", None)).__name__),
+            "compiled": ("torch.compile(net): the DDP-wrapped model at world size 2; validation through it at "
+                         "world size 1") if job.compile else None,
             "world_size": job.world_size, "max_steps": job.max_steps,
             "val_every": job.val_every, "ckpt_every": job.ckpt_every, "start_step": start_step,
         })

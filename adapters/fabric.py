@@ -268,7 +268,9 @@ class FabricAdapter(WrapperAdapter):
         raw_model = job.task.model
         optimizer = job.make_optimizer(raw_model.parameters())
         scheduler = job.make_scheduler(optimizer)
-        model, optimizer = fabric.setup(raw_model, optimizer)
+        # train.compile: "Speed up models by compiling them": torch.compile(model), then fabric.setup (which strips
+        # the compiled wrapper and applies it again over its own)
+        model, optimizer = fabric.setup(torch.compile(raw_model) if job.compile else raw_model, optimizer)
         if self.mode == "aligned":
             self._fit_aligned(job, fabric, raw_model, model, optimizer, scheduler, scaler)
         else:

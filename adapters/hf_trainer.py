@@ -564,6 +564,8 @@ class HFTrainerAdapter(WrapperAdapter):
     # ------------------------------------------------------------------ fit
     def fit(self, job: TrainJob) -> None:
         arguments = self._arguments(job)
+        if job.compile:     # train.compile: TrainingArguments(torch_compile=True), as the Trainer's docs write it
+            arguments = {**arguments, "torch_compile": True}
         trainer = self._trainer(job, arguments)
         if self.mode == "aligned":
             self._fit_aligned(job, trainer, arguments)

@@ -275,6 +275,7 @@ class IgniteAdapter(WrapperAdapter):
         device = job.device
         model = job.task.model.to(device)
         net = idist.auto_model(model) if job.distributed else model
+        net = torch.compile(net) if job.compile else net     # train.compile: the model compiled before the engine's
         optimizer = idist.auto_optim(job.make_optimizer(model.parameters()))
         scheduler = job.make_scheduler(optimizer)
         scaler_settings = {"enabled": job.precision.grad_scaler, **GRAD_SCALER}
@@ -369,6 +370,7 @@ class IgniteAdapter(WrapperAdapter):
 
         device = idist.device()
         model = idist.auto_model(job.task.model)
+        model = torch.compile(model) if job.compile else model    # train.compile: compiled before the trainer's
         world = idist.get_world_size()
         # the distributed tutorial's training loader at several ranks: drop_last=True (one process: the page's line)
         train_loader = idist.auto_dataloader(job.task.train_set, batch_size=job.batch_size * world, shuffle=True,

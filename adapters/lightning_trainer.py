@@ -357,7 +357,10 @@ class LightningAdapter(WrapperAdapter):
         if ckpt_path is not None:
             # Lightning's checkpoint holds loop states and callback states besides tensors; it is our own file.
             fit_kwargs["weights_only"] = False
-        trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loader, ckpt_path=ckpt_path,
+        # train.compile: "Speed up models by compiling them": torch.compile(model) before trainer.fit (Lightning
+        # unwraps it and compiles the module's forward, training_step, validation_step, test_step and predict_step)
+        trainer.fit(torch.compile(module) if job.compile else module, train_dataloaders=train_loader,
+                    val_dataloaders=val_loader, ckpt_path=ckpt_path,
                     **fit_kwargs)
         if module.start_step is None:
             module.start_step = trainer.global_step

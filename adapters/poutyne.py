@@ -411,7 +411,9 @@ class PoutyneAdapter(WrapperAdapter):
             def clip(opt, args, kwargs) -> None:     # after Poutyne divided the window's gradient, before the step
                 torch.nn.utils.clip_grad_norm_(params, max_norm)
             optimizer.register_step_pre_hook(clip)
-        pmodel = Model(network, optimizer, _under_autocast(loss_function, job), device=job.device)
+        # train.compile: Poutyne has no option for it; its Model is given the network compiled
+        pmodel = Model(torch.compile(network) if job.compile else network, optimizer,
+                       _under_autocast(loss_function, job), device=job.device)
         step, epoch, batch = self._load(job, pmodel, scheduler) if job.resume_from else (0, 0, 0)
 
         data = _Batches(job, pmodel, epoch, batch)
@@ -493,7 +495,8 @@ class PoutyneAdapter(WrapperAdapter):
         network = job.task.model
         train_x, train_y = job.task.train_set.tensors
         valid_x, valid_y = job.task.val_set.tensors
-        model = Model(network, poutyne_optimizer(job.recipe), self.loss_function(job), device=device)
+        model = Model(torch.compile(network) if job.compile else network, poutyne_optimizer(job.recipe),
+                      self.loss_function(job), device=device)
         lr_scheduler = LambdaLR(lr_lambda=run_schedule(job))
         saved = os.path.join(job.ckpt_dir, "epoch_{epoch:04d}")
         os.makedirs(job.ckpt_dir, exist_ok=True)

@@ -133,6 +133,7 @@ class TrainConfig:
     val_every: int = 25              # optimizer steps; 0 = only at the end
     ckpt_every: int = 0              # optimizer steps; 0 = only at the end
     num_workers: int = 0             # DataLoader workers
+    compile: bool = False            # torch.compile the model the way the trainer's documentation does it
     # the mode the model is handed to the wrapper in: train, or eval (as from_pretrained returns a model): training
     # forwards must then run in train mode all the same (the wrapper, or the quick start's code, switches it)
     model_mode: str = "train"

@@ -107,6 +107,7 @@ class TrainJob:
     nnodes: int = 1                 # nodes the ranks span (distributed.nnodes), the same number of ranks on each
     mode: str = "aligned"           # aligned | defaults
     num_workers: int = 0
+    compile: bool = False           # torch.compile the model the way the wrapper's documentation does (train.compile)
     # A value the adapter's own code reports (a custom callback's, say): recorded with the number of optimizer
     # steps evalkit had observed at the call, as `records/values_rank0.csv` and a metric of that name.
     log_value: Callable[[str, float], None] = no_value_sink

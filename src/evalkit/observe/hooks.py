@@ -17,6 +17,7 @@ import torch
 from torch.optim.lr_scheduler import LRScheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+UNTRACED: set[str] = set()      # the qualified names of evalkit's hooks torch.compile runs as Python (`untraced`)
 SCHEDULERS: "weakref.WeakSet[Any]" = weakref.WeakSet()   # every LRScheduler whose step() ran
 SCALERS: "weakref.WeakSet[Any]" = weakref.WeakSet()      # every GradScaler whose scale() or update() ran
 _SCALER_UPDATE_LISTENERS: list[Callable[[Any], None]] = []
@@ -52,6 +53,14 @@ def first_tensor(value: Any) -> torch.Tensor | None:
     return None
 
 
+def untraced(callback: Callable) -> Callable:
+    """A module hook torch.compile runs as Python, never traces: traced, a hook's records (sample ids read off the
+    batch's bytes, lists that grow every step) would fail to trace or recompile the wrapper's graph each step. A hook
+    inside the compiled region is then a graph break of evalkit's own (observe/compiled.py marks it so)."""
+    UNTRACED.add(getattr(callback, "__qualname__", repr(callback)))
+    return torch.compiler.disable(callback)
+
+
 class Hooks:
     """One observer's registrations, in the order torch calls them within a step; `remove()` undoes them (the
     wrappers on the torch base classes stay: they only fill the registries). A callback given as None is not
@@ -67,11 +76,12 @@ class Hooks:
         _register_on_call(torch.amp.GradScaler, "update", SCALERS, _SCALER_UPDATE_LISTENERS)
         self._on_scaler_update = on_scaler_update
         _SCALER_UPDATE_LISTENERS.append(on_scaler_update)
-        self._compute_layer = compute_layer.register_forward_hook(on_compute_layer) if on_compute_layer else None
+        self._compute_layer = (compute_layer.register_forward_hook(untraced(on_compute_layer))
+                               if on_compute_layer else None)
         registrations = [
-            (on_forward_pre, lambda f: model.register_forward_pre_hook(f, with_kwargs=True)),
-            (on_forward, lambda f: model.register_forward_hook(f, with_kwargs=True)),
-            (on_loss, loss_fn.register_forward_hook),
+            (on_forward_pre, lambda f: model.register_forward_pre_hook(untraced(f), with_kwargs=True)),
+            (on_forward, lambda f: model.register_forward_hook(untraced(f), with_kwargs=True)),
+            (on_loss, lambda f: loss_fn.register_forward_hook(untraced(f))),
             (on_step_pre, register_optimizer_step_pre_hook),
             (on_step_post, register_optimizer_step_post_hook),
         ]

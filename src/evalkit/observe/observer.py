@@ -77,6 +77,9 @@ class ObserveSettings:
     memory_every: int = 0                 # memory sampled every this many steps (0: never)
     job_dir: str | None = None
     per_sample_validation: bool = False   # each validation sample's own sums too (several ranks: validation.py)
+    # train.compile: no hook inside the model (the compute layer's would break its graph, or send it back to eager);
+    # the compute dtype is then read off the model's output
+    compiled: bool = False
 
 
 class Observer:
@@ -90,6 +93,7 @@ class Observer:
         if o.profile not in PROFILES:
             raise ValueError(f"observe profile {o.profile!r} is not one of {', '.join(PROFILES)}")
         self.task, self.spool, self.device, self.profile = task, spool, device, o.profile
+        self._compiled = o.compiled
         self.warmup_steps = o.warmup_steps
         timing = o.profile == "timing"
         self.deferred = False if timing else device.type == "cuda" if o.deferred is None else o.deferred
@@ -129,17 +133,18 @@ class Observer:
 
     def attach(self) -> "Observer":
         model = self.task.model
+        on_compute_layer = None if self._compiled else self.dtypes.on_compute_layer
         if self.profile == "timing":
             steps = self.steps
             self._hooks = Hooks(model, compute_layer(model), self.task.loss_fn,
-                                on_compute_layer=self.dtypes.on_compute_layer, on_forward_pre=None,
+                                on_compute_layer=on_compute_layer, on_forward_pre=None,
                                 on_forward=self._on_forward_timing,
                                 on_loss=steps.on_loss if steps.read_loss else None,
                                 on_step_pre=steps.on_step_pre if steps.resuming else None,
                                 on_step_post=self._on_step_post, on_scaler_update=steps.on_scaler_update)
             return self
         self._hooks = Hooks(model, compute_layer(model), self.task.loss_fn,
-                            on_compute_layer=self.dtypes.on_compute_layer, on_forward_pre=self._on_forward_pre,
+                            on_compute_layer=on_compute_layer, on_forward_pre=self._on_forward_pre,
                             on_forward=self._on_forward, on_loss=self.steps.on_loss,
                             on_step_pre=self._on_step_pre, on_step_post=self._on_step_post,
                             on_scaler_update=self.steps.on_scaler_update)

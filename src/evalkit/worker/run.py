@@ -154,7 +154,7 @@ def make_job(cfg: DictConfig, task: Task, device: torch.device, spec: dict[str, 
         ckpt_every=train.ckpt_every, ckpt_dir=spec["ckpt_dir"], resume_from=spec.get("resume_from"),
         seed=cfg.seed, rank=rank, world_size=world_size, local_rank=local_rank,
         nnodes=int(OmegaConf.select(cfg, "distributed.nnodes", default=1) or 1), mode=cfg.trainer.mode,
-        num_workers=train.num_workers,
+        num_workers=train.num_workers, compile=bool(train.get("compile", False)),
         recipe=Recipe.of(train), **({"log_value": log_value} if log_value is not None else {}),
     )
 
