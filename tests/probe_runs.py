@@ -3,6 +3,7 @@
 index for the maintenance probe."""
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 from pathlib import Path
@@ -78,9 +79,23 @@ SLOW = ["trainer._target_=slow_loop.SlowBaselineAdapter", "trainer.name=slow", "
 PERFORMANCE_RUNS = {"slow": SLOW + ["+trainer.options.slower=0.3"], "identical": SLOW + ["+trainer.options.slower=0.0"],
                     "helper": SLOW + ["+trainer.options.helper=0.3"]}
 PERFORMANCE_OUTCOMES = {"slow": "fail", "identical": "pass", "helper": "fail"}
+VARIANTS = Path(__file__).parent / "probe_variants"
+
+
+def declared_runs() -> dict[str, object]:
+    """The runs a probe added by the recipe declares in tests/probe_variants/<dim>.py, the module by probe: `RUNS`
+    (name -> overrides after `probe=<dim>`), optionally `OUTCOMES` (name -> pass | fail | inconclusive) and
+    `UNPLANTED` (the names that need no tests/planted on PYTHONPATH)."""
+    return {path.stem: importlib.import_module(f"probe_variants.{path.stem}")
+            for path in sorted(VARIANTS.glob("*.py")) if path.stem != "__init__"}
+
+
 PROBE_RUNS = {"consistency": CONSISTENCY_RUNS, "customization": CUSTOMIZATION_RUNS, "stability": STABILITY_RUNS,
-              "functional": FUNCTIONAL_RUNS, "maintenance": MAINTENANCE_RUNS, "performance": PERFORMANCE_RUNS}
-UNPLANTED_RUNS = {("consistency", "baseline"), ("functional", "handwritten")}   # no tests/planted on PYTHONPATH
+              "functional": FUNCTIONAL_RUNS, "maintenance": MAINTENANCE_RUNS, "performance": PERFORMANCE_RUNS,
+              **{dim: module.RUNS for dim, module in declared_runs().items()}}
+UNPLANTED_RUNS = {("consistency", "baseline"), ("functional", "handwritten"),   # no tests/planted on PYTHONPATH
+                  *((dim, name) for dim, module in declared_runs().items()
+                    for name in getattr(module, "UNPLANTED", ()))}
 FAKEWRAP_INDEX = {"info": {"version": "1.2.0", "requires_dist": []},
                   "releases": {v: [{"upload_time_iso_8601": f"{day}T00:00:00Z", "yanked": False}] for v, day in
                                (("0.9.0", "2026-01-05"), ("1.0.0", "2026-03-01"), ("1.1.0", "2026-06-01"),
