@@ -55,8 +55,11 @@ def _title(key: ArmKey, keys: list[ArmKey]) -> str:
 
 
 def paragraph(row: Row, arm: Arm | None) -> str:
+    """Each judged dimension's sentence, then what was not judged: that tail is never the part cut to fit."""
     said = [sentence(evidence(row, arm, d)) for d in dimension_names("asks") if row.dimensions[d].status != NOT_RUN]
-    return shorten(" ".join(said + [not_judged(row)]).strip(), PARAGRAPH_MAX)
+    tail = not_judged(row)
+    room = PARAGRAPH_MAX - (len(tail) + 1 if tail else 0)
+    return " ".join(part for part in (shorten(" ".join(said), room), tail) if part)
 
 
 def not_judged(row: Row) -> str:

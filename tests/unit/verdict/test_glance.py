@@ -11,8 +11,10 @@ from probe_runs import judged_recording
 from evalkit import names
 from evalkit.analysis.records import RunRecord
 from evalkit.analysis.synthetic import ArmPlan, records
+from evalkit.probes.catalog import dimension_names
 from evalkit.verdict import VerdictOptions, build_verdict
 from evalkit.verdict.glance import PARAGRAPH_MAX, QUICK_START, QUICK_START_MAX, glance
+from evalkit.verdict.plain import and_list
 from evalkit.verdict.publish import render_report
 from evalkit.verdict.table import terminal_report
 
@@ -79,16 +81,20 @@ def test_each_paragraph_says_what_differs_costs_breaks_and_takes_to_customize_an
     assert "more than allowed" in entry(verdict, "lightning").paragraph      # its customization fails
 
 
-def test_an_undecided_or_unjudged_dimension_says_so_and_what_would_decide_it(recorded, recorded_records):
+def test_an_undecided_or_unjudged_dimension_says_so_and_what_would_decide_it(recorded, recorded_records, evaluation):
     verdict, _ = recorded
     fabric = entry(verdict, "fabric").paragraph
     assert "undecided against the 5 % budget, about 189 rounds in all would decide it" in fabric
-    assert "Not judged" not in fabric                        # every dimension was judged
+    recorded_dims = {p["probe"] for p in evaluation["probes"]}
+    later = [d for d in dimension_names() if d not in recorded_dims]   # probes added since it was recorded
+    unjudged = fabric.split("Not judged: ", 1)[1] if "Not judged: " in fabric else ""
+    assert not any(d in unjudged for d in recorded_dims) and all(d in unjudged for d in later)
     dropped = build_verdict(recorded_records(drop={("stability", "fabric", "aligned"),
                                                    ("maintenance", "fabric", "aligned")}), VerdictOptions())
     fabric = entry(dropped, "fabric").paragraph
     assert "drills" not in fabric and "To keep it" not in fabric
-    assert ("Not judged: stability and maintenance (no probe ran); `evalkit probe=<dimension> trainer=fabric "
+    unjudged = [d for d in dimension_names("asks") if d in {"stability", "maintenance", *later}]
+    assert (f"Not judged: {and_list(unjudged)} (no probe ran); `evalkit probe=<dimension> trainer=fabric "
             "trainer.mode=aligned` judges each.") in fabric
 
 

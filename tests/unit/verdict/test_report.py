@@ -48,8 +48,9 @@ def test_not_run_dimensions_leave_the_score_and_lower_the_coverage():
     partial = dict(full, semantics="not run", maintenance="not run")
     table = {"full": full, "partial": partial, "bad": dict(full, functional="fail")}
     standings = {s.label: s for s in rank(table, weights)}
-    assert standings["partial"].score == 1.0 and standings["partial"].coverage == pytest.approx(5 / 7)
-    assert standings["bad"].score == pytest.approx(6 / 7) and standings["bad"].fails == ("functional",)
+    n = len(weights)                 # every probe in the catalog, each of weight 1 in this scenario
+    assert standings["partial"].score == 1.0 and standings["partial"].coverage == pytest.approx((n - 2) / n)
+    assert standings["bad"].score == pytest.approx((n - 1) / n) and standings["bad"].fails == ("functional",)
 
 
 def test_scenarios_file_adds_and_validates(tmp_path):
