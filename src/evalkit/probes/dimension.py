@@ -19,6 +19,17 @@ class Dimension:
     weight: float = 1.0          # its weight in a scenario that does not name it
     weights: Mapping[str, float] = field(default_factory=dict)     # scenario -> its weight there
     name: str = ""               # the probe's name (its YAML's), set by the catalog
+    # The verdict's own phrasing of it on the first screen (a key of verdict/plain.py's WORDS); "": its `says`
+    # and headline (`declared`), which is what a probe added by the recipe gets.
+    words: str = ""
+    # Which of the training sweep's own judgments fills its column when no probe of it ran (said "sweep, no probe"):
+    # "runs" (every job ran to its end with a finite loss), "equivalence" (final metrics within the margin),
+    # "budgets" (throughput and peak memory within their budgets); "": none (not run).
+    sweep: str = ""
+    # Its findings are differences from your loop, each with a code and the setting that aligns it: the first screen
+    # lists them, versions are compared code by code, the findings document has a table of them per mode and the
+    # report plots their per-step series.
+    differences: bool = False
 
     def weight_in(self, scenario: str) -> float:
         return float(self.weights.get(scenario, self.weight))

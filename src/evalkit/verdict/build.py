@@ -19,16 +19,16 @@ from evalkit.analysis.curves import first_divergence, seed_curves
 from evalkit.analysis.finite import nonfinite_runs
 from evalkit.analysis.records import RunRecord
 from evalkit.analysis.stats import check_margin
-from evalkit.probes.catalog import dimension_names
+from evalkit.probes.catalog import dimension, dimension_names
 from evalkit.verdict.checks import evidence_warnings
 from evalkit.verdict.dimensions import (
     NOT_RUN,
     PASS,
     DimensionResult,
     judge_consistency,
-    judge_functional,
     judge_performance,
     judge_probe,
+    judge_runs,
 )
 from evalkit.verdict.scenarios import Standing, load_scenarios, rank
 
@@ -139,20 +139,24 @@ def _row(arm: Arm, base: Arm | None, comps: list[Comparison], why_not: str, opti
         column = options.curve_column
         divergence = first_divergence(seed_curves(arm.finished, column), seed_curves(base.finished, column),
                                       options.curve_confidence, options.curve_min_run, options.curve_rtol)
-    consistency = [c for c in comps if c.kind == EQUIVALENCE]
+    equivalences = [c for c in comps if c.kind == EQUIVALENCE]
     dims = {d: judge_probe(arm, d) for d in dimension_names()}
-    functional_probe = dims["functional"].status
-    dims["functional"] = judge_functional(arm, nonfinite_runs(arm.finished, _metric_key(arm, options)))
-    if functional_probe == NOT_RUN and dims["functional"].status == PASS:   # a pass on the sweep's jobs alone: said
-        dims["functional"] = from_sweep(dims["functional"], "functional")
     # A probe's answer, when the arm has one, is the column's: it was measured for that question (paired,
     # interleaved, one switch at a time); the sweep's own comparison stays in the report's tables. Only where no
-    # probe ran at all (a crashed probe is a cell of its own) does the sweep's comparison fill it, and says so.
-    if dims["consistency"].status == NOT_RUN:
-        dims["consistency"] = from_sweep(judge_consistency(consistency, divergence,
-                                                           why_not or "no final validation values"), "consistency")
-    if dims["performance"].status == NOT_RUN:
-        dims["performance"] = from_sweep(judge_performance(comps, "" if comps else why_not), "performance")
+    # probe ran at all (a crashed probe is a cell of its own) does the sweep's judgment its dimension declares
+    # (`Dimension.sweep`) fill it, and says so; the sweep's runs are judged beside a probe that ran (`judge_runs`).
+    for d in dimension_names():
+        sweep = dimension(d).sweep
+        if sweep == "runs":
+            ran = dims[d].status
+            dims[d] = judge_runs(arm, d, nonfinite_runs(arm.finished, _metric_key(arm, options)))
+            if ran == NOT_RUN and dims[d].status == PASS:       # a pass on the sweep's jobs alone: said
+                dims[d] = from_sweep(dims[d], d)
+        elif sweep == "equivalence" and dims[d].status == NOT_RUN:
+            dims[d] = from_sweep(judge_consistency(equivalences, divergence, why_not or "no final validation values"),
+                                 d)
+        elif sweep == "budgets" and dims[d].status == NOT_RUN:
+            dims[d] = from_sweep(judge_performance(comps, "" if comps else why_not), d)
     note = version_note(arm)
     if note:     # defaults mode at another release than the quick start followed: said beside every judged cell
         dims = {d: r if r.status == NOT_RUN else

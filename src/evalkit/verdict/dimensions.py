@@ -1,13 +1,9 @@
-"""The seven dimensions of the selection guide, judged for one wrapper arm from stored evidence.
-
-functional: run status (any failed or killed job fails it), a finite loss to the end (a run whose loss or
-  metric went NaN/inf fails it, named with its seed and first non-finite step), plus
-  `probe/functional/pass` when logged.
-consistency: equivalence of the final validation metric (and the loss curve's divergence step); a
-  non-finite run fails it before any test.
-performance: throughput and peak-memory ratios against the overhead budget.
-semantics, stability, customization, maintenance: generic `probe/<dim>/pass` metrics (1 / 0) on the
-arm's runs, with an optional tag `evalkit.probe.<dim>.reason`; "not run" until a probe logs them.
+"""Each dimension of the probe catalog, judged for one wrapper arm from stored evidence: its probe's
+`probe/<dim>/pass` metric (1 / 0) and status tag on the arm's runs ("not run" until a probe logs them), and the
+training sweep's own judgments a dimension may declare (`Dimension.sweep`): `runs` (any failed or killed job fails
+it, a run whose loss or metric went NaN/inf fails it, named with its seed and first non-finite step), `equivalence`
+(of the final validation metric, and the loss curve's divergence step; a non-finite run fails it before any test),
+`budgets` (throughput and peak-memory ratios against the overhead budget).
 """
 from __future__ import annotations
 
@@ -40,10 +36,11 @@ class DimensionResult:
         return {"status": self.status, "figure": self.figure, "reasons": list(self.reasons)}
 
 
-def judge_functional(arm: Arm, nonfinite: list[NonFinite] = ()) -> DimensionResult:
-    """Every job ran to its end with a finite loss (`nonfinite`: the finished runs that did not)."""
+def judge_runs(arm: Arm, dim: str, nonfinite: list[NonFinite] = ()) -> DimensionResult:
+    """Every job ran to its end with a finite loss (`nonfinite`: the finished runs that did not), beside the probe of
+    `dim` (the one that declares `sweep="runs"`): its failure or its undecided answer is the cell's."""
     jobs, broken = arm.jobs, arm.broken
-    probe = judge_probe(arm, "functional")
+    probe = judge_probe(arm, dim)
     if not jobs:  # an arm seen only through probe runs
         return probe
     if broken or nonfinite:

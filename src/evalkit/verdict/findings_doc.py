@@ -17,7 +17,7 @@ import json
 import tempfile
 
 from evalkit import names
-from evalkit.probes.catalog import dimension_names
+from evalkit.probes.catalog import dimension, dimension_names
 from evalkit.probes.findings import Finding, ProbeResult
 
 SCHEMA = "evalkit.findings/1"
@@ -114,8 +114,8 @@ def results_name(snapshot: dict) -> str:
 
 
 def verdict_excerpt(snapshot: dict, document: str) -> str:
-    """The README's excerpt of a snapshot: each wrapper's seven cells in aligned mode (status only), its semantics
-    cells in both modes (in full), and the link to the whole `document`."""
+    """The README's excerpt of a snapshot: each wrapper's cells in aligned mode (status only), the cells of each probe
+    of differences (`Dimension.differences`) in both modes (in full), and the link to the whole `document`."""
     rows = {(r["trainer"], r["mode"]): r for r in snapshot["verdict"]}
     if not rows:
         raise ValueError("the snapshot holds no verdict: nothing to excerpt")
@@ -126,11 +126,12 @@ def verdict_excerpt(snapshot: dict, document: str) -> str:
            f"`{first['caliber']}`), aligned mode:", "", _row(["trainer", *dims]), "|" + "---|" * (1 + len(dims))]
     out += [_row([t, *(rows[t, "aligned"]["cells"][d].split(" (", 1)[0] for d in dims)])
             for t in trainers if (t, "aligned") in rows]
-    out += ["", "Its semantics cells, each wrapper as its documented quick start writes it (`defaults`) and with "
-                "every documented knob set to the baseline's semantics (`aligned`):", "",
-            _row(["trainer", "defaults", "aligned"]), "|---|---|---|"]
-    out += [_row([t, *(rows[t, m]["cells"]["semantics"] if (t, m) in rows else "-" for m in ("defaults", "aligned"))])
-            for t in trainers]
+    for dim in (d for d in dims if dimension(d).differences):
+        out += ["", f"Its {dim} cells, each wrapper as its documented quick start writes it (`defaults`) and with "
+                    "every documented knob set to the baseline's semantics (`aligned`):", "",
+                _row(["trainer", "defaults", "aligned"]), "|---|---|---|"]
+        out += [_row([t, *(rows[t, m]["cells"][dim] if (t, m) in rows else "-" for m in ("defaults", "aligned"))])
+                for t in trainers]
     return "\n".join(out + ["", f"Every cell with its figures and reasons: [{document}]({document})."])
 
 
@@ -150,8 +151,9 @@ def render(snapshot: dict) -> str:
              "(a document of its own when the versions differ). What each probe does and how it judges: "
              "[docs/probes/](../probes/).", ""]
     lines += _verdict_section(snapshot["verdict"]) + _headlines_section(probes)
-    for mode in ("defaults", "aligned"):
-        lines += _semantics_section(probes, mode)
+    for dim in (d for d in dimension_names() if dimension(d).differences):
+        for mode in ("defaults", "aligned"):
+            lines += _differences_section(probes, dim, mode)
     lines += _long_run_section(probes)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -184,13 +186,14 @@ def _headlines_section(probes: list[dict]) -> list[str]:
     return out + [""]
 
 
-def _semantics_section(probes: list[dict], mode: str) -> list[str]:
-    rows = sorted((p for p in probes if p["probe"] == "semantics" and p["mode"] == mode), key=lambda p: p["trainer"])
+def _differences_section(probes: list[dict], dim: str, mode: str) -> list[str]:
+    """The findings of a probe whose findings are differences from your loop (`Dimension.differences`), in `mode`."""
+    rows = sorted((p for p in probes if p["probe"] == dim and p["mode"] == mode), key=lambda p: p["trainer"])
     if not rows:
         return []
     aligned = {p["trainer"]: {f["code"] for f in p["findings"]} for p in probes
-               if p["probe"] == "semantics" and p["mode"] == "aligned"} if mode == "defaults" else {}
-    out = [f"## The semantic probe, `{mode}` mode", "",
+               if p["probe"] == dim and p["mode"] == "aligned"} if mode == "defaults" else {}
+    out = [f"## The {dim} probe, `{mode}` mode", "",
            "| wrapper (version) | what differs from the baseline | why (what reproduces it) | first step (job) "
            "| setting that aligns it |", "|---|---|---|---|---|"]
     for p in rows:
@@ -210,10 +213,12 @@ def _semantics_section(probes: list[dict], mode: str) -> list[str]:
 
 
 def _long_run_section(probes: list[dict]) -> list[str]:
-    rows = [p for p in probes if p["probe"] == "stability" and "leak_kib_per_1k_steps" in p["figures"]]
+    """The long runs' RSS slopes, of whichever probe records them (`leak_kib_per_1k_steps`)."""
+    rows = [p for p in probes if "leak_kib_per_1k_steps" in p["figures"]]
     if not rows:
         return []
-    out = ["## The stability probe's long run", "", "RSS slope in KiB per 1,000 steps [95 % interval], the wrapper's "
+    title = f"## The {' and '.join(sorted({p['probe'] for p in rows}))} probe's long run"
+    out = [title, "", "RSS slope in KiB per 1,000 steps [95 % interval], the wrapper's "
            "and the baseline's long run beside it in the same probe run.", "",
            "| trainer | mode | the wrapper's slope | the baseline's |", "|---|---|---|---|"]
     for p in sorted(rows, key=lambda p: (p["trainer"], p["mode"])):

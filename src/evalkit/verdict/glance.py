@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from evalkit.analysis.arms import Arm, ArmKey
 from evalkit.analysis.records import trainer_overrides
-from evalkit.probes.catalog import dimension_names
+from evalkit.probes.catalog import dimension, dimension_names
 from evalkit.text import shorten
 from evalkit.verdict.build import Row, Verdict
 from evalkit.verdict.dimensions import FAIL, NOT_RUN
@@ -86,7 +86,7 @@ def quick_start(rows: list[Row], arms: dict[ArmKey, Arm]) -> str:
             if row.dimensions[dim].status == NOT_RUN:
                 continue
             e = evidence(row, arms.get(row.key), dim)
-            said.append(f"Differs from your loop in {differences(e, 3, True)}." if dim == "semantics"
+            said.append(f"Differs from your loop in {differences(e, 3, True)}." if dimension(dim).differences
                         and e.status == FAIL and e.findings else sentence(e))
         judged = [d for d in dimension_names("asks") if row.dimensions[d].status != NOT_RUN]
         if judged and len(judged) < len(dimension_names("asks")):

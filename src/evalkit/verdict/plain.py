@@ -54,7 +54,7 @@ def evidence(row: Row, arm: Arm | None, dim: str) -> Evidence:
     cell = row.dimensions[dim]
     runs = [r for r in (arm.runs if arm else []) if r.role == names.ROLE_PROBE and r.probe == dim]
     run = next((r for r in runs if r.tags.get(names.probe_status(dim)) == cell.status), runs[0] if runs else None)
-    comparisons = row.comparisons if dim in ("consistency", "performance") else []
+    comparisons = row.comparisons if dimension(dim).sweep in ("equivalence", "budgets") else []
     if run is None:
         return Evidence(dim, cell, comparisons=comparisons, arm=arm)
     result = run.probe_results.get(dim) or {}
@@ -144,7 +144,7 @@ def not_judged(e: Evidence) -> str:
     return f"; {and_list(words)} not judged (documented as unsupported)"
 
 
-def semantics(e: Evidence) -> str:
+def step_for_step(e: Evidence) -> str:
     if e.status == PASS:
         checked = f"{e.fig('steps_checked'):g} steps checked, " if e.fig("steps_checked") else ""
         return f"Trains step for step like your loop ({checked}no difference){not_judged(e)}."
@@ -153,7 +153,7 @@ def semantics(e: Evidence) -> str:
     return f"Whether it trains step for step like your loop is undecided; {decider(e)}."
 
 
-def consistency(e: Evidence) -> str:
+def results_match(e: Evidence) -> str:
     equivalence = next((c for c in e.comparisons if c.kind == EQUIVALENCE), None)
     steps = e.fig("steps_compared")
     if e.status == PASS and e.fig("identical") == 1 and steps:
@@ -172,7 +172,7 @@ def consistency(e: Evidence) -> str:
            f"{decider(e)}."
 
 
-def functional(e: Evidence) -> str:
+def capabilities(e: Evidence) -> str:
     passed, total = e.fig("items_passed"), e.fig("items_total")
     parts = []
     if total:
@@ -217,7 +217,7 @@ def added_fraction(e: Evidence) -> tuple[float | None, float | None, float | Non
     return e.fig(key), e.fig(f"{key}_low"), e.fig(f"{key}_high")
 
 
-def performance(e: Evidence) -> str:
+def step_cost(e: Evidence) -> str:
     cost, low, high = added_fraction(e)
     budgets = [c for c in e.comparisons if c.kind == BUDGET]
     if cost is not None:
@@ -253,7 +253,7 @@ def _budget_words(c: Comparison) -> str:
            f"{'>=' if c.higher_is_better else '<='} {c.margin:.2f}x budget)"
 
 
-def stability(e: Evidence) -> str:
+def drills(e: Evidence) -> str:
     passed, total, idle = e.fig("items_passed"), e.fig("items_total"), e.fig("items_not_exercised")
     if not total:
         if e.status == INCONCLUSIVE:
@@ -270,7 +270,7 @@ def stability(e: Evidence) -> str:
     return f"Kill, corrupt-checkpoint and OOM drills: {passed:g} of {total:g} as in your loop{breaks}{unjudged}."
 
 
-def customization(e: Evidence) -> str:
+def custom_code(e: Evidence) -> str:
     loss, callback = e.fig("loss_lines"), e.fig("callback_lines")
     if loss is None or callback is None:
         return f"Customizing: {e.status} ({shorten(e.cell.figure, 80)})."
@@ -282,7 +282,7 @@ def customization(e: Evidence) -> str:
     return f"A custom loss takes {loss:g} lines and a callback {callback:g}{yours}{touches}{over}."
 
 
-def maintenance(e: Evidence) -> str:
+def upkeep(e: Evidence) -> str:
     parts = []
     if e.fig("deprecations") is not None:
         parts.append(plural(e.fig("deprecations"), "deprecation warning"))
@@ -300,9 +300,10 @@ def maintenance(e: Evidence) -> str:
     return ("Heavy to keep: " if e.status == FAIL else "To keep it: ") + ", ".join(parts) + "."
 
 
-# The bundled probes' own phrasings; any other probe is said from what it declares (`declared`).
-SAYERS = {"semantics": semantics, "consistency": consistency, "functional": functional, "performance": performance,
-          "stability": stability, "customization": customization, "maintenance": maintenance}
+# The verdict's phrasings a probe may choose (`Dimension.words`); any other probe is said from what it declares
+# (`declared`).
+WORDS = {"step_for_step": step_for_step, "results_match": results_match, "capabilities": capabilities,
+         "step_cost": step_cost, "drills": drills, "custom_code": custom_code, "upkeep": upkeep}
 
 
 def declared(e: Evidence) -> str:
@@ -313,4 +314,4 @@ def declared(e: Evidence) -> str:
 
 def sentence(e: Evidence) -> str:
     """The dimension in one sentence within its cap (`Dimension.cap`: the glance's paragraph stays short)."""
-    return shorten(SAYERS.get(e.dim, declared)(e), dimension(e.dim).cap)
+    return shorten(WORDS.get(dimension(e.dim).words, declared)(e), dimension(e.dim).cap)

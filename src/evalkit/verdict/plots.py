@@ -1,5 +1,5 @@
-"""Report plots as PNG bytes: loss curves with seed bands, LR schedules, performance ratios, and (from
-`probe_plots`) per semantic probe run its LR and update scale against what a careful loop does.
+"""Report plots as PNG bytes: loss curves with seed bands, LR schedules, throughput and memory ratios, and (from
+`probe_plots`) per run of a probe of differences its LR and update scale against what a careful loop does.
 
 Uses matplotlib's object API (`matplotlib.figure.Figure`), so no pyplot state or GUI backend is
 touched. Curves are thinned to at most `MAX_POINTS` steps: the plot cannot show more.
@@ -26,7 +26,7 @@ LOSS_CAPTION = ("Look for the blue line (the wrapper's mean over seeds) leaving 
 LR_CAPTION = ("The schedules should lie on top of each other: a shifted or stretched curve means the wrapper steps "
               "the scheduler at another cadence (per micro-batch, per epoch) or counts steps differently.")
 PERFORMANCE_CAPTION = ("Each point is the wrapper's ratio to the baseline with its interval; the red dashed line is "
-                       "the budget. Throughput left of it, or peak memory right of it, fails performance; an "
+                       "the budget. Throughput left of it, or peak memory right of it, fails the budget; an "
                        "interval that crosses it is inconclusive.")
 def all_plots(verdict: Verdict) -> list[Plot]:
     plots: list[Plot] = []

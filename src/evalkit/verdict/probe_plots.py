@@ -1,4 +1,5 @@
-"""Per semantic probe run: its LR and update scale per optimizer step against what a careful loop does."""
+"""Per probe run whose findings are differences from your loop (`Dimension.differences`: the semantic probe's): its
+LR and update scale per optimizer step against what a careful loop does."""
 from __future__ import annotations
 
 import re
@@ -7,10 +8,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from evalkit.analysis.records import RunRecord, probe_runs
+from evalkit.probes.catalog import dimension, dimension_names
 from evalkit.verdict.build import Verdict
 from evalkit.verdict.figure import Plot, png, thin
 
-SEMANTICS = "semantics"
 PROBE_CAPTION = ("Left: the learning rate per optimizer step, expected (dashed) and observed (solid), one colour "
                  "per job; right: the update scale, |observed update| / |expected update|, against the line at 1. "
                  "Observed LR on the dashed line and update scale on 1 mean the wrapper did what a careful loop "
@@ -20,19 +21,21 @@ PROBE_CAPTION = ("Left: the learning rate per optimizer step, expected (dashed) 
 
 
 def semantic_probe_runs(verdict: Verdict) -> list[RunRecord]:
-    """Every semantic probe run behind the verdict, once (each joins every arm of its trainer and mode)."""
-    return probe_runs([r for arm in verdict.arms.values() for r in arm.runs], SEMANTICS)
+    """Every run behind the verdict of a probe whose findings are differences from your loop, once (each joins every
+    arm of its trainer and mode)."""
+    runs = [r for arm in verdict.arms.values() for r in arm.runs]
+    return [run for dim in dimension_names() if dimension(dim).differences for run in probe_runs(runs, dim)]
 
 
 def probe_plots(runs: list[RunRecord]) -> list[Plot]:
-    """One figure per probe run whose semantics result holds series to draw."""
+    """One figure per probe run whose result holds series to draw."""
     plots = []
     for i, run in enumerate(runs, start=1):
-        result = run.probe_results.get(SEMANTICS) or {}
+        result = run.probe_results.get(run.probe) or {}
         jobs = probe_series(result)
         if jobs:
-            name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"semantics_{run.trainer}_{run.mode}_{i}.png")
-            title = f"{run.trainer}/{run.mode} semantic probe"
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{run.probe}_{run.trainer}_{run.mode}_{i}.png")
+            title = f"{run.trainer}/{run.mode} {run.probe} probe"
             plots.append(Plot(name, title, probe_figure(title, jobs, _first_steps(result)), PROBE_CAPTION))
     return plots
 

@@ -20,14 +20,15 @@ from evalkit.verdict.build import Verdict, row_label
 from evalkit.verdict.dimensions import amount, level_text, margin_text, spread_text
 from evalkit.verdict.figure import Plot
 from evalkit.verdict.glance import INTRO, QUICK_START, glance
-from evalkit.verdict.probe_plots import SEMANTICS, semantic_probe_runs
+from evalkit.verdict.probe_plots import semantic_probe_runs
 from evalkit.verdict.table import arm_cells, dimension_cells, fail_reasons
 from evalkit.verdict.versions import version_pairs
 
 METHOD = (
     "Each wrapper arm (one adapter and mode at one task and caliber, over seeds and repeats) is compared "
     "with the baseline arm of the same task and caliber. A wrapper run whose loss or metric went NaN or inf "
-    "fails functional and consistency outright, named with its seed and first non-finite step. Final "
+    "fails the columns judged on runs and on equivalence outright, named with its seed and first non-finite step. "
+    "Final "
     "validation metrics are compared on the scale the task declares: relative (log ratio; a margin m means "
     "the ratio lies in [1 - m, 1 + m]) or absolute (difference; ±m in the metric's units). Repeats are "
     "averaged within a seed; seeds are paired when at least 80 % of each arm's seeds are shared, unpaired "
@@ -37,16 +38,13 @@ METHOD = (
     "interval is inside); *fail* = a one-sided test shows it beyond the margin (its 1 - a interval is "
     "entirely outside); otherwise *inconclusive*, with the seeds per arm a re-run needs to decide with 80 % "
     "assurance at Holm's first step (alpha / number of comparisons), given the estimate and spread so far. "
-    "Performance: throughput and peak-memory ratios (Welch t on log values over runs) against the overhead "
+    "Budgets: throughput and peak-memory ratios (Welch t on log values over runs) against the overhead "
     "budget, one-sided each way. p-values are Holm-adjusted over every comparison of this verdict, and a "
     "= alpha x p / p_adjusted is the level Holm left each comparison: every interval shown is the one its "
     "decision used, at that level (90 % for one comparison at alpha 0.05). A non-significant difference "
-    "is never reported as equivalence. When a performance or consistency probe ran for an arm (same trainer "
-    "and mode), its result fills that column instead: the performance probe keeps baseline and wrapper jobs alive "
-    "at once at three model sizes, times them in turns one block of steps at a time (paired by round, batch-means "
-    "intervals) and judges the per-step cost the wrapper adds extrapolated to a 100 ms step; the consistency probe "
-    "compares the wrapper with the baseline step by step at one seed, over paired seeds, and under one switch at a "
-    "time."
+    "is never reported as equivalence. Where a column's own probe ran for an arm (same trainer and mode), its "
+    "result fills that column instead, measured for that question (docs/probes/: each probe's method); the sweep's "
+    "comparisons fill a column only where no probe of it ran, and say so."
 )
 
 
@@ -74,7 +72,7 @@ def blocks(verdict: Verdict, plots: list[Plot], inputs: dict) -> list[Block]:
     reasons = fail_reasons(verdict)
     out += [Block("h2", "Reasons for every fail"), Block("list", rows=[[r] for r in reasons] or [["none"]])]
     out += _semantic_findings(semantic_probe_runs(verdict))
-    for dim in dimensions():          # each probe's own section, where it declares one (semantics' is above)
+    for dim in dimensions():          # each probe's own section, where it declares one (the differences' are above)
         if dim.report_title:
             out += _probe_sections(dim.name, dim.report_title,
                                    probe_runs([r for a in verdict.arms.values() for r in a.runs], dim.name))
@@ -147,23 +145,24 @@ FINDING_HEADERS = ["#", "finding", "first step", "job", "expected", "observed", 
 
 
 def _semantic_findings(runs: list[RunRecord]) -> list[Block]:
-    """Per semantic probe run: pass/fail and the number of findings, every finding in a table, the notes."""
+    """Per run of a probe whose findings are differences from your loop (`Dimension.differences`): pass/fail and the
+    number of findings, every finding in a table, the notes."""
     out = [Block("h2", "Semantic findings")]
     if not runs:
-        return out + [Block("list", rows=[["none: no semantics probe run among the runs read"]])]
+        return out + [Block("list", rows=[["none: no such probe run among the runs read"]])]
     twins = {(r.trainer, r.mode) for r in runs if sum((o.trainer, o.mode) == (r.trainer, r.mode) for o in runs) > 1}
     for run in runs:
-        result = run.probe_results.get(SEMANTICS)
+        result = run.probe_results.get(run.probe)
         findings = [f for f in (result or {}).get("findings") or [] if isinstance(f, dict)]
         where = f" (probe run {run.run_id[:8]})" if (run.trainer, run.mode) in twins else ""
         if result is None:   # the metrics judged it, the findings file could not be read
-            count = run.metrics.get(f"probe/{SEMANTICS}/findings")
+            count = run.metrics.get(f"probe/{run.probe}/findings")
             counted = "findings unknown" if count is None else _findings_text(int(count))
-            out += [Block("h3", f"{run.trainer}/{run.mode}: {_passed_text(run, None)}, {counted}{where}"),
-                    Block("text", f"probe/{SEMANTICS}.json of probe run {run.run_id[:8]} could not be read; "
+            out += [Block("h3", f"{run.trainer}/{run.mode}: {_passed_text(run, None, run.probe)}, {counted}{where}"),
+                    Block("text", f"probe/{run.probe}.json of probe run {run.run_id[:8]} could not be read; "
                                   "its verdict cell comes from the run's metrics.")]
             continue
-        out.append(Block("h3", f"{run.trainer}/{run.mode}: {_passed_text(run, result)}, "
+        out.append(Block("h3", f"{run.trainer}/{run.mode}: {_passed_text(run, result, run.probe)}, "
                                f"{_findings_text(len(findings))}{where}"))
         if findings:
             out.append(Block("table", headers=FINDING_HEADERS,
@@ -219,7 +218,7 @@ def markdown_blocks(text: str) -> list[Block]:
     return out
 
 
-def _passed_text(run: RunRecord, result: dict | None, dim: str = SEMANTICS) -> str:
+def _passed_text(run: RunRecord, result: dict | None, dim: str) -> str:
     passed = result.get("passed") if result is not None else None
     if passed is None:
         metric = run.metrics.get(f"probe/{dim}/pass")

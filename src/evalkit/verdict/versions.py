@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 
 from evalkit import names
 from evalkit.analysis.arms import Arm, ArmKey
-from evalkit.probes.catalog import dimension_names
+from evalkit.probes.catalog import dimension, dimension_names
 from evalkit.verdict.build import Verdict
 from evalkit.verdict.dimensions import INCONCLUSIVE, NOT_RUN
-
-CODED = ("semantics",)     # the probes whose findings carry a code (`probe/<dim>.json` findings[].code)
 
 
 @dataclass(frozen=True)
@@ -86,7 +84,7 @@ def _pair(reference: ArmKey, other: ArmKey, rows, arms: dict[ArmKey, Arm]) -> Ve
                 pair.one_sided.append(dim)
             continue
         gone, appeared, unjudged = (), (), ()
-        if dim in CODED:
+        if dimension(dim).differences:    # its findings carry a code (`probe/<dim>.json` findings[].code)
             old, new = finding_codes(arms.get(reference), dim), finding_codes(arms.get(other), dim)
             appeared, gone = tuple(sorted(new - old)), tuple(sorted(old - new))
             if after.status == INCONCLUSIVE:     # a cell that could not decide fixed nothing

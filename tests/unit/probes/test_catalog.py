@@ -203,3 +203,26 @@ def test_a_new_probe_is_a_package_and_a_yaml_found_without_editing_any_other_fil
     assert "tiny" in quick.selected_probes("all") and quick.probes_problem("tiny") is None
     assert probe_overrides("tiny", plan_for(QUICK, "tiny"), ["fabric"], []) == [
         "probe=tiny", "trainer=fabric", "trainer.mode=aligned", "probe.steps=2"]
+
+
+def test_no_module_of_the_verdict_names_a_probe_in_its_code():
+    """The verdict reads every dimension from the catalog: no string constant of its code (docstrings apart) is a
+    probe's name, and no function or class is named after one; what a bundled probe needs of the verdict it declares
+    (`Dimension.words`, `sweep`, `differences`)."""
+    import ast
+
+    from helpers import REPO
+
+    probes = set(probe_names())
+    found = []
+    for path in sorted((REPO / "src" / "evalkit" / "verdict").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            named = node.name if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else None
+            text = node.value if isinstance(node, ast.Constant) and id(node) not in docstrings else None
+            if named in probes or (isinstance(text, str) and text in probes):
+                found.append(f"{path.name}:{node.lineno}: {named or text}")
+    assert found == []

@@ -119,10 +119,10 @@ def test_html_holds_the_same_findings(report):
 def test_each_probe_run_with_series_gets_a_two_panel_plot_with_its_caption(report):
     _, files = report
     probe = [p for p in files.plots if p.name.startswith("semantics_")]
-    assert [p.title for p in probe] == ["accelerate/aligned semantic probe", "lightning/aligned semantic probe"]
+    assert [p.title for p in probe] == ["accelerate/aligned semantics probe", "lightning/aligned semantics probe"]
     assert all(p.png.startswith(b"\x89PNG") for p in probe)
     assert files.html.count("data:image/png;base64,") == len(files.plots)
-    assert "lightning/aligned semantic probe" in files.markdown and f"plots/{probe[1].name}" in files.markdown
+    assert "lightning/aligned semantics probe" in files.markdown and f"plots/{probe[1].name}" in files.markdown
     assert "a step where they leave it is where a finding starts" in files.markdown
     assert "a step where they leave it is where a finding starts" in files.html
 
@@ -173,7 +173,7 @@ def test_update_scale_goes_log_only_when_its_positive_range_is_wide(scales, scal
 
 def test_a_report_without_probe_runs_says_so():
     files = render_report(verdict_with(), {}, with_plots=False)
-    assert "## Semantic findings\n\n- none: no semantics probe run" in files.markdown
+    assert "## Semantic findings\n\n- none: no such probe run" in files.markdown
 
 
 def log_probe_run(client, exp_id: str, trainer: str, files: dict[str, str]) -> str:

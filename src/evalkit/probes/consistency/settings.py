@@ -40,4 +40,5 @@ PRESETS = {
 DIMENSION = Dimension(question="do its results match the baseline's within seed noise?",
                       column=3, asks=2, says="Whether the results match", cap=100,
                       report_title="Consistency probe: step by step, paired seeds, one switch at a time",
+                      words="results_match", sweep="equivalence",
                       weights={"research": 1.5, "platform": 1.5})

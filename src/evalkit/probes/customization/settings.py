@@ -41,4 +41,5 @@ DIMENSION = Dimension(question="what do a custom loss and a custom callback cost
                       column=6, asks=6, says="What it costs to customize", cap=120,
                       report_title=("Customization probe: a custom loss and a custom callback, verified, their cost "
                                     "from the source"),
+                      words="custom_code",
                       weights={"research": 3.0, "platform": 0.5})

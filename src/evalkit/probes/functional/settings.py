@@ -24,4 +24,5 @@ PRESETS = {
 DIMENSION = Dimension(question="does it train, validate, checkpoint and resume at the cadence asked?",
                       column=1, asks=3, says="What it runs", cap=100,
                       report_title="Functional probe: one item per capability, with its evidence",
+                      words="capabilities", sweep="runs",
                       weights={"research": 1.0, "platform": 1.5})

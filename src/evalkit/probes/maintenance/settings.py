@@ -52,4 +52,5 @@ DIMENSION = Dimension(question="what does keeping it cost?",
                       column=7, asks=7, says="What it costs to keep", cap=130,
                       report_title=("Maintenance probe: deprecations in a standard run, import cost, dependencies, "
                                     "release history"),
+                      words="upkeep",
                       weights={"research": 0.5, "platform": 3.0})

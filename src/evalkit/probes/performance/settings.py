@@ -53,4 +53,5 @@ PRESETS = {
 DIMENSION = Dimension(question="what time per step and memory does the wrapper add?",
                       column=4, asks=4, says="What it costs per step and in memory", cap=280,
                       report_title="Performance probe: per-step cost, start-up, training memory",
+                      words="step_cost", sweep="budgets",
                       weights={"research": 1.0, "platform": 1.0})

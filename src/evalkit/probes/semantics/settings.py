@@ -46,4 +46,5 @@ PRESETS = {   # per world size 1, 2: no clip, clip; AdamW; short epoch; tokens a
 # What the verdict shows of it (evalkit.probes.dimension): its column, its place on the first screen, its section.
 DIMENSION = Dimension(question="does every optimizer step do what a careful loop does?",
                       column=2, asks=1, says="What differs from your loop", cap=170,
+                      words="step_for_step", differences=True,
                       weights={"research": 1.0, "platform": 1.0})

@@ -44,4 +44,5 @@ PRESETS = {
 DIMENSION = Dimension(question="does it survive a kill, a damaged checkpoint, an error, and resume exactly?",
                       column=5, asks=5, says="Under kill, corrupt and out-of-memory drills", cap=200,
                       report_title="Stability probe: kill and resume, damaged checkpoints, errors, long run",
+                      words="drills",
                       weights={"research": 0.5, "platform": 3.0})
