@@ -154,8 +154,9 @@ def run_sweep(overrides: list[str], program: str = "evalkit") -> int:
 
     The process stays ready for the next sweep, so a caller that runs several one after another (the quick
     evaluation's training sweep and its probe sweeps) pays evalkit's start once, and the warm
-    worker servers one sweep started (controller/warm.py) serve the next. Each sweep gets its own sweep directory
-    and counts its own failures; the servers hold imports only, never a job's state (each job is a fresh fork)."""
+    worker servers one sweep started (controller/launch/warm_server.py) serve the next. Each sweep gets its own sweep
+    directory and counts its own failures; the servers hold imports only, never a job's state (each job is a fresh
+    fork)."""
     from evalkit.controller.rundir import new_process_uid
     from evalkit.controller.sweep import forget_ended
 

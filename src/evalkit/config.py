@@ -70,7 +70,8 @@ class HardwareConfig:
     device: str = "cpu"              # cpu | cuda | auto (cuda when available)
     threads: int = 0                 # torch intra-op threads per worker; 0 = torch's default
     # how a job's workers start: auto (forked from a warm server that has imported torch and the wrapper, where that
-    # keeps the job's meaning: controller/warm.py), fresh (a new interpreter each), warm (forked, or an error)
+    # keeps the job's meaning: controller/launch/warm_server.py), fresh (a new interpreter each), warm (forked, or an
+    # error)
     worker_start: str = "auto"
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 # --- the run directory: controller <-> workers -------------------------------------------------------------
 JOB_FILE = "job.json"                 # the resolved config and paths, written by the controller, read by workers
 RUN_FILE = "run.json"                 # the MLflow run and store the job records into (evalkit-ship reads it)
-EXIT_CODES_FILE = "exit_codes.json"   # how the ranks ended (launch.Outcome), written by the controller
+EXIT_CODES_FILE = "exit_codes.json"   # how the ranks ended (launch/workers.py, Outcome), written by the controller
 SPOOL_DIR = "spool"                   # what the workers append (one write per optimizer step) until it is shipped
 RECORDS_DIR = "records"               # the records as CSV files, written at the job's end and logged as artifacts
 CHECKPOINTS_DIR = "checkpoints"       # the adapter's checkpoints (`TrainJob.ckpt_dir`; tag evalkit.checkpoint_dir)
@@ -58,7 +58,7 @@ SPAWN_WALL_ENV = "EVALKIT_SPAWN_WALL"           # time.time() when the controlle
 CPUS_AT_TURN_ENV = "EVALKIT_CPUS_AT_TURN"          # a job taking turns: the CPUs it pins itself to when it first waits
 CPUS_ENV = "EVALKIT_CPUS"                       # a timed job's worker: the CPUs it pins itself to (e.g. "1")
 # A warm server starts with this much padding in its arguments and in this variable: room for each forked worker to
-# show its own command line and environment in /proc (evalkit.worker.zygote.show_as)
+# show its own command line and environment in /proc (evalkit.worker.warm_server.show_as)
 PROC_ROOM_ENV = "EVALKIT_PROC_ROOM"
 PROC_ROOM = 4096                                # the padding's length, in characters
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"               # the sweep a job belongs to (its tag evalkit.sweep_id)

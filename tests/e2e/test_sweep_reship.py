@@ -164,7 +164,7 @@ def test_a_launcher_that_loses_a_job_process_ends_its_sweep_and_evalkit_ship_rec
         time.sleep(0.2)
     (worker,) = worker_pids(str(workdir / "sweep" / "0"))
     job_process = _parent(worker)                                        # the loky process running job 0
-    if b"evalkit.worker.zygote" in open(f"/proc/{job_process}/cmdline", "rb").read():
+    if b"evalkit.worker.warm_server" in open(f"/proc/{job_process}/cmdline", "rb").read():
         job_process = _parent(job_process)                               # the worker was forked from a warm server
     os.kill(job_process, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=120)

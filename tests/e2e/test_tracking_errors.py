@@ -18,7 +18,7 @@ import pytest
 from helpers import EVALKIT, job_runs, run_evalkit
 
 from evalkit.controller import tracking
-from evalkit.controller.launch import free_port
+from evalkit.controller.launch.workers import free_port
 
 TINY = ["train.max_steps=2", "task.n_train=64", "task.n_val=32", "train.val_every=0", "observe.warmup_steps=0"]
 BIN = os.path.dirname(sys.executable)

@@ -32,7 +32,7 @@ from evalkit.controller.environment import (
     runs_on_cuda,
 )
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest, ended_status, interruption
-from evalkit.controller.launch import Outcome, WorkerGroup
+from evalkit.controller.launch.workers import Outcome, WorkerGroup
 from evalkit.controller.progress import JobProgress
 from evalkit.controller.result import JobResult
 from evalkit.controller.resume_check import check_resume, resume_tags

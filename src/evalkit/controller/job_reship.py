@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from evalkit import names
 from evalkit.controller import phases, rundir, tracking
 from evalkit.controller.job import Controller
-from evalkit.controller.launch import Outcome
+from evalkit.controller.launch.workers import Outcome
 from evalkit.controller.result import JobResult
 from evalkit.controller.ship import Shipper
 from evalkit.controller.tracking import TrackingUnavailable

@@ -31,10 +31,10 @@ from typing import Any, Iterator
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import launchers, names, trainers
-from evalkit.controller import warm
 from evalkit.controller.environment import runs_on_cuda
 from evalkit.controller.interrupt import Interrupted, StopRequest
-from evalkit.controller.launch import Outcome, Placement, WarmStart, WorkerGroup
+from evalkit.controller.launch import warm_server
+from evalkit.controller.launch.workers import Outcome, Placement, WarmStart, WorkerGroup
 from evalkit.controller.progress import say
 from evalkit.controller.result import JobResult
 from evalkit.envs.select import worker_python
@@ -206,7 +206,7 @@ def start_ranks(cfg: DictConfig, run_dir: str, run_id: str | None, cuda: bool, t
     of the other nodes' ranks)."""
     dist = cfg.distributed
     placement = _placement(cfg, dist, dist.node_rank, cuda, threads, pin_at_turn)
-    warm_start = None if warm.refusal(cfg, cuda) else WarmStart(
+    warm_start = None if warm_server.refusal(cfg, cuda) else WarmStart(
         cfg.trainer._target_, tuple(trainers.modules(cfg.trainer)), cfg.hardware.get("worker_start") == "warm")
     group = WorkerGroup(run_dir, run_dir, placement, warm_start)
     if dist.nnodes <= 1:

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from evalkit import launchers, names
-from evalkit.controller.warm import WarmProcess, WarmStartUnavailable, server_for
+from evalkit.controller.launch.warm_server import WarmProcess, WarmStartUnavailable, server_for
 from evalkit.cpus import default_threads, pinned_cpus
 
 
@@ -79,7 +79,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class WarmStart:
-    """Fork the ranks from the adapter's warm server (controller/warm.py) instead of starting them fresh."""
+    """Fork the ranks from the adapter's warm server (warm_server.py) instead of starting them fresh."""
 
     target: str                        # the adapter's class: the server imports its module
     modules: tuple[str, ...] = ()      # the trainer's modules, imported by the server too

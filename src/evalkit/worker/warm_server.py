@@ -1,5 +1,5 @@
-"""`python -m evalkit.worker.zygote <adapter target> <padding> [module ...]`: a warm server from which a job's workers
-are forked.
+"""`python -m evalkit.worker.warm_server <adapter target> <padding> [module ...]`: a warm server from which a job's
+workers are forked.
 
 A worker started as a fresh interpreter pays its imports on every job (torch about 1.5 s here, a wrapper up to
 several more). This server imports torch, evalkit's worker, the adapter's module and the wrapper's modules once
@@ -176,7 +176,7 @@ def _reseed() -> None:
 def serve(target: str, wrapper_modules: list[str]) -> int:
     from evalkit.worker.run import die_with_controller
 
-    show_as([sys.executable, "-m", "evalkit.worker.zygote", target], dict(os.environ))
+    show_as([sys.executable, "-m", "evalkit.worker.warm_server", target], dict(os.environ))
     os.environ.pop(names.PROC_ROOM_ENV, None)
     die_with_controller()
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the controller's to handle

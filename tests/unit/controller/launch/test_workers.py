@@ -1,4 +1,4 @@
-"""controller/launch.py and nodes.start_ranks without processes: which interpreter starts a job's workers
+"""controller/launch/workers.py and nodes.start_ranks without processes: which interpreter starts a job's workers
 (`trainer.env`: the wrapper's environment's, evalkit's own otherwise)."""
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ from fake_envs import fake_env
 from helpers import compose_config
 
 from evalkit import names
-from evalkit.controller import launch, nodes
+from evalkit.controller import nodes
+from evalkit.controller.launch import workers
 
 
 @pytest.fixture
 def started(monkeypatch):
     commands = []
-    monkeypatch.setattr(launch.subprocess, "Popen", lambda cmd, **kw: commands.append(cmd))
+    monkeypatch.setattr(workers.subprocess, "Popen", lambda cmd, **kw: commands.append(cmd))
     return commands
 
 
 def test_workers_start_with_the_interpreter_they_are_given(tmp_path, started):
-    launch.WorkerGroup(str(tmp_path), str(tmp_path), launch.Placement(2, threads=1, python="/envs/x/bin/python"))
-    launch.WorkerGroup(str(tmp_path), str(tmp_path), launch.Placement(1, threads=1))
+    workers.WorkerGroup(str(tmp_path), str(tmp_path), workers.Placement(2, threads=1, python="/envs/x/bin/python"))
+    workers.WorkerGroup(str(tmp_path), str(tmp_path), workers.Placement(1, threads=1))
     assert started == [["/envs/x/bin/python", "-m", "evalkit.worker", str(tmp_path)]] * 2 + \
         [[sys.executable, "-m", "evalkit.worker", str(tmp_path)]]
 

@@ -1,4 +1,4 @@
-"""Workers forked from a warm server (`evalkit.worker.zygote`) instead of started as fresh interpreters.
+"""Workers forked from a warm server (`evalkit.worker.warm_server`) instead of started as fresh interpreters.
 
 One server per adapter, interpreter (evalkit's, or a wrapper's environment's: `trainer.env`) and worker
 environment (paths) in this controller process, started at its first
@@ -59,10 +59,11 @@ class WarmServer:
         self.refused: str | None = None
         self._cond = threading.Condition()
         self._next = 0
-        # the padding: room for each forked worker to show its own command line and environment (zygote.show_as)
+        # the padding: room for each forked worker to show its own command line and environment (worker/warm_server.py,
+        # show_as)
         room = "_" * names.PROC_ROOM
         env = {**{k: v for k, v in env.items() if k not in RANK_VARIABLES}, names.PROC_ROOM_ENV: room}
-        self.proc = subprocess.Popen([python, "-m", "evalkit.worker.zygote", target, room, *modules], env=env,
+        self.proc = subprocess.Popen([python, "-m", "evalkit.worker.warm_server", target, room, *modules], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         threading.Thread(target=self._read, name="evalkit-warm-server", daemon=True).start()
         with self._cond:
