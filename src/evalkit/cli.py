@@ -17,8 +17,8 @@ from omegaconf import DictConfig
 from evalkit import names
 from evalkit.config import config_warnings, register_configs, validate
 from evalkit.controller.interrupt import Interrupted, ended_status, interruption, raise_on_stop_signals
+from evalkit.controller.job.rundir import RunDirBusy
 from evalkit.controller.progress import hush_libraries
-from evalkit.controller.rundir import RunDirBusy
 from evalkit.controller.tracking import TrackingUnavailable, fix_default_uri, mask_secrets_in_log
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -56,14 +56,14 @@ def _app(cfg: DictConfig):
 
             result = run_probe(cfg, run_dir)
         else:
-            from evalkit.controller.job import run_job
+            from evalkit.controller.job.run import run_job
 
             result = run_job(cfg, run_dir)
     except (TrackingUnavailable, RunDirBusy) as exc:
         print(f"evalkit: {exc}", file=sys.stderr)
         _failures.append(str(exc))
         if isinstance(exc, TrackingUnavailable) and os.path.exists(os.path.join(run_dir, names.RUN_FILE)):
-            from evalkit.controller.job import JobResult  # a sweep ships it at its end if the store is back
+            from evalkit.controller.job.run import JobResult  # a sweep ships it at its end if the store is back
 
             return JobResult(None, False, str(exc), "UNSHIPPED", unshipped=run_dir)
         return None
@@ -77,9 +77,9 @@ def _app(cfg: DictConfig):
 
 
 def _from_srun(cfg: DictConfig) -> list[str]:
-    """Under a multi-node `srun`, the node settings SLURM's variables give (controller/srun.py), where the command
+    """Under a multi-node `srun`, the node settings SLURM's variables give (controller/job/srun.py), where the command
     line gave none; a problem when srun's layout is not one evalkit per node."""
-    from evalkit.controller.srun import SrunLayoutError, srun_settings
+    from evalkit.controller.job.srun import SrunLayoutError, srun_settings
 
     given = {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
     try:
@@ -157,7 +157,7 @@ def run_sweep(overrides: list[str], program: str = "evalkit") -> int:
     worker servers one sweep started (controller/launch/warm_server.py) serve the next. Each sweep gets its own sweep
     directory and counts its own failures; the servers hold imports only, never a job's state (each job is a fresh
     fork)."""
-    from evalkit.controller.rundir import new_process_uid
+    from evalkit.controller.job.rundir import new_process_uid
     from evalkit.controller.sweep import forget_ended
 
     argv, sys.argv = sys.argv, [program, "-m", *overrides]

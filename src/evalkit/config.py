@@ -101,7 +101,7 @@ class DistributedConfig:
     master_port: Optional[int] = None   # rank 0's port; null = a free one (one node only: every node must agree)
     shared_dir: Optional[str] = None    # required with nnodes > 1 (see above); one folder per job
     # Under `srun --nodes=N --ntasks-per-node=1 evalkit ...` nnodes, node_rank, master_addr and master_port come from
-    # SLURM's variables, and shared_dir is <shared_root>/slurm-<job id>.<step id> (controller/srun.py)
+    # SLURM's variables, and shared_dir is <shared_root>/slurm-<job id>.<step id> (controller/job/srun.py)
     shared_root: Optional[str] = None
     node_timeout_s: float = 300.0    # how long a node waits for the others to start, and node 0 for their reports
 
@@ -169,7 +169,7 @@ class FaultsConfig:
 @dataclass
 class SweepConfig:
     # Re-running a sweep with resume=true skips every job whose resolved config (tracking settings aside) at the same
-    # versions (its fingerprint: controller/sweep_resume.py) already has a FINISHED run in the store; FAILED and
+    # versions (its fingerprint: controller/job/fingerprint.py) already has a FINISHED run in the store; FAILED and
     # KILLED ones run again, and a FINISHED one of other versions (a wrapper, torch, evalkit or its judges upgraded).
     resume: bool = False
 
@@ -221,7 +221,7 @@ def register_configs() -> None:
     """The schema, and the `${evalkit_uid:}` resolver of the default run directories (conf/config.yaml)."""
     from omegaconf import OmegaConf
 
-    from evalkit.controller.rundir import process_uid
+    from evalkit.controller.job.rundir import process_uid
 
     if not OmegaConf.has_resolver("evalkit_uid"):
         # Cached: a sweep's configs carry the value of the process that started it (Hydra copies the resolver

@@ -1,8 +1,8 @@
 """The names that writers and readers share, spelled once: MLflow tags, metric keys, artifact paths, and the
 files and environment variables through which the controller and its workers meet.
 
-The controller writes them (`controller/job.py`, `controller/ship.py`, `controller/sweep.py`), the analyzer and
-the verdict read them back (`analysis/records.py`, `analysis/store.py`, `verdict/`). A name changed here
+The controller writes them (`controller/job/run.py`, `controller/job/shipper.py`, `controller/sweep.py`), the analyzer
+and the verdict read them back (`analysis/records.py`, `analysis/store.py`, `verdict/`). A name changed here
 changes on both sides; a name spelled as a string elsewhere is a bug waiting for a rename.
 
 Each name's comment (on its line, or the comment lines right above it) is its description in docs/records.md,
@@ -124,7 +124,7 @@ OVERRIDES = "evalkit.overrides"                     # on a sweep's parent: the c
 JOBS = "evalkit.jobs"                               # on a sweep's parent: how many jobs it ran
 JOBS_FAILED = "evalkit.jobs_failed"                 # ... and how many of them failed
 SCENARIO = "evalkit.scenario"                       # on a verdict run: the scenario whose weights rank the wrappers
-# a job's resolved config, tracking settings aside, and the versions it runs with (hash; sweep_resume.versions)
+# a job's resolved config, tracking settings aside, and the versions it runs with (hash; fingerprint.versions)
 FINGERPRINT = "evalkit.fingerprint"
 CONFIG_FINGERPRINT = "evalkit.config_fingerprint"    # ... of its resolved config alone: the same job at other versions
 FINGERPRINTED_VERSIONS = "evalkit.fingerprinted_versions"   # ... the versions its fingerprint holds (JSON)

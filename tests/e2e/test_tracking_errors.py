@@ -202,7 +202,7 @@ def test_a_store_failing_as_training_starts_does_not_stop_the_job_and_its_tags_f
     from helpers import compose_config
     from mlflow.tracking import MlflowClient
 
-    from evalkit.controller.job import Controller
+    from evalkit.controller.job.run import Controller
     from evalkit.names import RUN_DIR
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -15,11 +15,12 @@ import sys
 from omegaconf import OmegaConf
 
 from evalkit import names
-from evalkit.controller import phases, rundir, tracking
-from evalkit.controller.job import Controller
+from evalkit.controller import tracking
+from evalkit.controller.job import phases, rundir
+from evalkit.controller.job.result import JobResult
+from evalkit.controller.job.run import Controller
+from evalkit.controller.job.shipper import Shipper
 from evalkit.controller.launch.workers import Outcome
-from evalkit.controller.result import JobResult
-from evalkit.controller.ship import Shipper
 from evalkit.controller.tracking import TrackingUnavailable
 
 ALREADY_ENDED = "already ended: left as it is"   # the reason of a result that shipping did not touch

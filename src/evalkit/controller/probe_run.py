@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalkit import names
 from evalkit.config import validate
 from evalkit.controller import tracking
-from evalkit.controller.job import JobResult, reuse_finished, run_job, run_tags
+from evalkit.controller.job.run import JobResult, reuse_finished, run_job, run_tags
 from evalkit.controller.progress import say
 from evalkit.controller.ui import trainer_label
 from evalkit.probes.base import PlannedJob, Probe

@@ -9,7 +9,7 @@ import os
 import sys
 
 from evalkit import names
-from evalkit.controller import rundir
+from evalkit.controller.job import rundir
 from evalkit.controller.job_reship import ALREADY_ENDED, reship
 from evalkit.controller.launch_dir import cwd_problem
 from evalkit.controller.sweep_reship import finish_sweeps, is_sweep_dir

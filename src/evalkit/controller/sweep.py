@@ -97,7 +97,7 @@ def refuse_bad_overrides(config: DictConfig) -> None:
 
 
 def refuse_multinode(config: DictConfig) -> None:
-    """A job over several nodes is one command per node (`controller/nodes.py`): a sweep's parent run would be
+    """A job over several nodes is one command per node (`controller/job/nodes.py`): a sweep's parent run would be
     recorded by every node, and its jobs' directories would differ between nodes. Refused before any."""
     nnodes = config.distributed.get("nnodes", 1)
     if isinstance(nnodes, int) and nnodes > 1:

@@ -9,7 +9,8 @@ import os
 import sys
 
 from evalkit import names
-from evalkit.controller import rundir, tracking
+from evalkit.controller import tracking
+from evalkit.controller.job import rundir
 from evalkit.controller.ledger import entries as ledger_entries
 from evalkit.controller.sweep import SweepCallback, SweepNotEnded, waiting_jobs
 from evalkit.controller.sweep_state import claim_idle, sweep_states

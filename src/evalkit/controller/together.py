@@ -22,11 +22,11 @@ from typing import Protocol
 
 from omegaconf import DictConfig
 
-from evalkit.controller import phases, rundir
 from evalkit.controller.interrupt import Interrupted, StopRequest
-from evalkit.controller.job import Controller, preflight
+from evalkit.controller.job import phases, rundir
+from evalkit.controller.job.result import JobResult
+from evalkit.controller.job.run import Controller, preflight
 from evalkit.controller.progress import say
-from evalkit.controller.result import JobResult
 from evalkit.controller.turn_table import JobLeft, TurnTable
 from evalkit.cpus import usable_cpus, worker_threads
 from evalkit.text import one_line

@@ -136,7 +136,7 @@ def test_the_tasks_data_is_logged_as_dataset_inputs_whose_spec_regenerates_it(cl
 
 
 def test_system_metrics_are_sampled_by_a_thread_and_kept_until_shipped():
-    from evalkit.controller.system_metrics import SystemSampler
+    from evalkit.controller.job.system_metrics import SystemSampler
 
     sampler = SystemSampler(0.05).start()
     time.sleep(0.4)

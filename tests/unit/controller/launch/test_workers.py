@@ -9,7 +9,7 @@ from fake_envs import fake_env
 from helpers import compose_config
 
 from evalkit import names
-from evalkit.controller import nodes
+from evalkit.controller.job import nodes
 from evalkit.controller.launch import workers
 
 

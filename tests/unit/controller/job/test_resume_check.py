@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from evalkit.config import register_configs
 from evalkit.contract import NotAnAdapter, adapter_class_problem
-from evalkit.controller.resume_check import (
+from evalkit.controller.job.resume_check import (
     check_resume,
     checkpoint_step,
     refusal,
@@ -156,10 +156,10 @@ def test_a_class_without_the_adapter_methods_is_refused_before_it_is_constructed
 
 
 def test_the_controller_checks_the_class_only_where_importing_it_imports_no_wrapper():
-    import evalkit.controller.job  # noqa: F401 - a module the controller has imported already
+    import evalkit.controller.job.run  # noqa: F401 - a module the controller has imported already
 
     assert "is not an evalkit adapter" in adapter_class_problem("collections.Counter")   # standard library
-    assert "Controller has no fit()" in adapter_class_problem("evalkit.controller.job.Controller")  # imported
+    assert "Controller has no fit()" in adapter_class_problem("evalkit.controller.job.run.Controller")  # imported
     if "evalkit.adapters.ignite_engine" not in sys.modules:
         assert adapter_class_problem("evalkit.adapters.ignite_engine.IgniteAdapter") is None
         assert "evalkit.adapters.ignite_engine" not in sys.modules                                # left to the worker

@@ -1,9 +1,9 @@
-"""`srun evalkit ...`: the node settings SLURM's variables give one evalkit per node (controller/srun.py)."""
+"""`srun evalkit ...`: the node settings SLURM's variables give one evalkit per node (controller/job/srun.py)."""
 from __future__ import annotations
 
 import pytest
 
-from evalkit.controller.srun import SrunLayoutError, first_host, port_for, srun_settings
+from evalkit.controller.job.srun import SrunLayoutError, first_host, port_for, srun_settings
 
 STEP = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "3", "SLURM_PROCID": "1", "SLURM_NODEID": "1",
         "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "2", "SLURM_NNODES": "4",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from evalkit.controller.sweep_resume import fingerprint
+from evalkit.controller.job.fingerprint import fingerprint
 
 TINY = ["trainer=baseline", "task.n_train=64", "task.n_val=16", "train.max_steps=8", "train.val_every=4"]
 
@@ -75,7 +75,7 @@ def test_a_resumed_sweep_runs_a_job_recorded_with_another_wrapper_version_again_
     from mlflow.tracking import MlflowClient
 
     from evalkit import names
-    from evalkit.controller.job import reuse_finished, run_tags
+    from evalkit.controller.job.run import reuse_finished, run_tags
 
     cfg = _config(*TINY, "trainer=lightning", "sweep.resume=true", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}")
     client = MlflowClient(cfg.tracking.uri)
@@ -97,7 +97,7 @@ def test_a_job_in_an_environment_holds_the_environments_wrapper_version_not_eval
     from fake_envs import fake_env
 
     from evalkit import names
-    from evalkit.controller.sweep_resume import versions
+    from evalkit.controller.job.fingerprint import versions
     from evalkit.envs.store import env
 
     monkeypatch.setenv(names.ENVS_DIR_ENV, str(tmp_path))
@@ -116,13 +116,13 @@ def test_a_job_in_an_environment_holds_the_environments_wrapper_version_not_eval
 
 def test_a_probe_run_judged_by_other_judges_is_another_fingerprint(monkeypatch):
     """A probe run's cell is its judge's: judges of other source make another fingerprint; a plain job has none."""
-    from evalkit.controller import sweep_resume
+    from evalkit.controller.job import fingerprint as fingerprint_module
 
     probe, job = _config(*TINY, "probe=semantics"), _config(*TINY)
-    assert sweep_resume.JUDGES in sweep_resume.versions(probe)
-    assert sweep_resume.JUDGES not in sweep_resume.versions(job)
+    assert fingerprint_module.JUDGES in fingerprint_module.versions(probe)
+    assert fingerprint_module.JUDGES not in fingerprint_module.versions(job)
     before, plain = fingerprint(probe), fingerprint(job)
-    monkeypatch.setattr(sweep_resume, "judges_version", lambda: "0123456789ab")
+    monkeypatch.setattr(fingerprint_module, "judges_version", lambda: "0123456789ab")
     assert fingerprint(probe) != before and fingerprint(job) == plain
 
 
@@ -134,8 +134,8 @@ def test_a_run_recorded_before_the_fingerprint_held_versions_is_run_again_naming
     from mlflow.tracking import MlflowClient
 
     from evalkit import names
-    from evalkit.controller.job import reuse_finished
-    from evalkit.controller.sweep_resume import config_fingerprint
+    from evalkit.controller.job.fingerprint import config_fingerprint
+    from evalkit.controller.job.run import reuse_finished
 
     cfg = _config(*TINY, "trainer=lightning", "sweep.resume=true", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}")
     client = MlflowClient(cfg.tracking.uri)

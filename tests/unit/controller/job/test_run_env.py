@@ -1,4 +1,4 @@
-"""controller/job.py with `trainer.env`: the check before launch, the run's tags and its environment records."""
+"""controller/job/run.py with `trainer.env`: the check before launch, the run's tags and its environment records."""
 from __future__ import annotations
 
 import pytest
@@ -6,8 +6,8 @@ from fake_envs import fake_env
 from helpers import compose_config
 
 from evalkit import names
-from evalkit.controller import job
-from evalkit.controller.environment import environment_lock
+from evalkit.controller.job import run
+from evalkit.controller.job.environment import environment_lock
 from evalkit.envs.store import env
 
 
@@ -24,14 +24,14 @@ def envs(tmp_path, monkeypatch):
 
 def test_a_job_in_an_environment_is_checked_against_it_and_tagged_with_it(envs):
     cfg = compose_config("trainer=ignite", "trainer.env=pytorch-ignite-0.4.11")
-    assert job.preflight(cfg) is None
-    assert job.run_tags(cfg, None)[names.TRAINER_ENV] == "pytorch-ignite-0.4.11"
-    assert job.run_tags(compose_config("trainer=ignite"), None)[names.TRAINER_ENV] is None   # no tag
+    assert run.preflight(cfg) is None
+    assert run.run_tags(cfg, None)[names.TRAINER_ENV] == "pytorch-ignite-0.4.11"
+    assert run.run_tags(compose_config("trainer=ignite"), None)[names.TRAINER_ENV] is None   # no tag
 
 
 def test_a_missing_environment_fails_the_job_with_the_command_that_creates_it(envs):
     cfg = compose_config("trainer=ignite", "trainer.env=pytorch-ignite-0.4.9")
-    assert job.preflight(cfg) == (f"trainer.env=pytorch-ignite-0.4.9: no such environment in {envs}: create it with "
+    assert run.preflight(cfg) == (f"trainer.env=pytorch-ignite-0.4.9: no such environment in {envs}: create it with "
                                   "`evalkit-env create pytorch-ignite==0.4.9`")
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from evalkit.controller import phases
+from evalkit.controller.job import phases
 
 
 def test_marks_are_written_in_order_and_job_start_begins_a_fresh_set(tmp_path):

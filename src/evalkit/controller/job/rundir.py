@@ -5,7 +5,7 @@ directory reused later would ship the old spool under the new run. So a job take
 `<run dir>/.evalkit.lock` for its whole life (a second job there is refused), and moves what an earlier
 job left (spool, records, checkpoints, logs) to `<run dir>/previous/<n>-<run id>/` before it writes
 anything: nothing recorded is deleted, nothing old is shipped again. A job over several nodes: node 0 owns the shared
-directory this way; the other nodes never lock nor move anything there (`controller/nodes.py`).
+directory this way; the other nodes never lock nor move anything there (`controller/job/nodes.py`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from evalkit import names
 
 LOCK_FILE = ".evalkit.lock"
 # What a job writes into its run directory (Hydra's own .hydra/ and log stay where Hydra put them).
-# `nodes`: a job over several nodes (controller/nodes.py): the nodes' reports and stop request (shared directory).
+# `nodes`: a job over several nodes (controller/job/nodes.py): the nodes' reports and stop request (shared directory).
 JOB_ENTRIES = (names.JOB_FILE, names.RUN_FILE, names.EXIT_CODES_FILE, names.SPOOL_DIR, names.RECORDS_DIR,
                names.CHECKPOINTS_DIR, names.LIGHTNING_DIR, names.NODES_DIR)
 _UID = uuid.uuid4().hex[:6]

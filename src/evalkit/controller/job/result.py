@@ -1,5 +1,5 @@
 """How one job ended, as its caller (a sweep, a probe, `evalkit-ship`) sees it: the controller of the job
-(job.py) and of a node's ranks (nodes.py) both answer with it."""
+(run.py) and of a node's ranks (nodes.py) both answer with it."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,12 +1,13 @@
-"""A SLURM job's time limit named as the cause of a killed worker (controller/slurm_limit.py), from squeue's answer."""
+"""A SLURM job's time limit named as the cause of a killed worker (controller/job/slurm_limit.py),
+from squeue's answer."""
 from __future__ import annotations
 
 import subprocess
 
 import pytest
 
-from evalkit.controller import slurm_limit
-from evalkit.controller.slurm_limit import seconds, time_limit_note
+from evalkit.controller.job import slurm_limit
+from evalkit.controller.job.slurm_limit import seconds, time_limit_note
 
 
 @pytest.mark.parametrize("text,value", [("1:00", 60), ("1:02:03", 3723), ("2-00:00:01", 172801), ("45", 45),

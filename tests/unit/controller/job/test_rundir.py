@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from evalkit.controller import rundir
+from evalkit.controller.job import rundir
 
 
 def test_evalkit_ship_on_a_running_job_is_told_to_wait_not_to_move(tmp_path):

@@ -31,12 +31,12 @@ from typing import Any, Iterator
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import launchers, names, trainers
-from evalkit.controller.environment import runs_on_cuda
 from evalkit.controller.interrupt import Interrupted, StopRequest
+from evalkit.controller.job.environment import runs_on_cuda
+from evalkit.controller.job.result import JobResult
 from evalkit.controller.launch import warm_server
 from evalkit.controller.launch.workers import Outcome, Placement, WarmStart, WorkerGroup
 from evalkit.controller.progress import say
-from evalkit.controller.result import JobResult
 from evalkit.envs.select import worker_python
 
 BEAT_S = 1.0                 # how often a node's controller rewrites its beacon

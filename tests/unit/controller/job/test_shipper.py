@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from evalkit.controller.ship import merge_validation
+from evalkit.controller.job.shipper import merge_validation
 from evalkit.observe.observer import Observer, ObserveSettings
 from evalkit.spool import SpoolWriter
 from evalkit.tasks.catalog import mlp_regression

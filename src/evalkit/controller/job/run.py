@@ -23,23 +23,24 @@ from evalkit import launchers, names
 from evalkit.adapter_class import adapter_class_problem
 from evalkit.caliber import caliber_tag
 from evalkit.config import config_warnings
-from evalkit.controller import nodes, phases, rundir, tracking
-from evalkit.controller.environment import (
+from evalkit.controller import tracking
+from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest, ended_status, interruption
+from evalkit.controller.job import nodes, phases, rundir
+from evalkit.controller.job.environment import (
     cuda_devices,
     environment_lock,
     git_commit,
     hardware_description,
     runs_on_cuda,
 )
-from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest, ended_status, interruption
+from evalkit.controller.job.fingerprint import fingerprint, finished_run, stale_versions, version_tags
+from evalkit.controller.job.result import JobResult
+from evalkit.controller.job.resume_check import check_resume, resume_tags
+from evalkit.controller.job.shipper import Shipper
+from evalkit.controller.job.slurm_limit import time_limit_note
+from evalkit.controller.job.system_metrics import SystemSampler
 from evalkit.controller.launch.workers import Outcome, WorkerGroup
 from evalkit.controller.progress import JobProgress
-from evalkit.controller.result import JobResult
-from evalkit.controller.resume_check import check_resume, resume_tags
-from evalkit.controller.ship import Shipper
-from evalkit.controller.slurm_limit import time_limit_note
-from evalkit.controller.sweep_resume import fingerprint, finished_run, stale_versions, version_tags
-from evalkit.controller.system_metrics import SystemSampler
 from evalkit.controller.ui import job_description, log_datasets, trainer_label
 from evalkit.controller.writable import space_problem
 from evalkit.cpus import worker_threads
