@@ -134,7 +134,7 @@ def main() -> None:
         if not full_trace:
             for name in ("HYDRA_FULL_ERROR", HYDRA_RAISES_ENV):
                 os.environ.pop(name, None)
-    from evalkit.controller.sweep import failed_jobs, jobs_still_waiting, sweep_ended, sweeps_not_ended
+    from evalkit.controller.sweep.callback import failed_jobs, jobs_still_waiting, sweep_ended, sweeps_not_ended
 
     # A sweep counts its jobs in its ledger (a parallel launcher's jobs fail in other processes; a job whose
     # records waited for the store may have been recorded at the sweep's end).
@@ -158,7 +158,7 @@ def run_sweep(overrides: list[str], program: str = "evalkit") -> int:
     directory and counts its own failures; the servers hold imports only, never a job's state (each job is a fresh
     fork)."""
     from evalkit.controller.job.rundir import new_process_uid
-    from evalkit.controller.sweep import forget_ended
+    from evalkit.controller.sweep.callback import forget_ended
 
     argv, sys.argv = sys.argv, [program, "-m", *overrides]
     _failures.clear()
@@ -242,7 +242,7 @@ def _refuse_unwritable_launch_dir() -> None:
 def _end_active_sweep(status: str, reason: str):
     """End this process's running sweep, if any: (the sweep or None, what went wrong or None). Never raises:
     it runs while Hydra exits or an interrupt is reported, and the store may be what failed."""
-    from evalkit.controller.sweep import SweepNotEnded, end_active_sweep
+    from evalkit.controller.sweep.callback import SweepNotEnded, end_active_sweep
 
     try:
         return end_active_sweep(status, reason), None

@@ -1,8 +1,8 @@
 """The names that writers and readers share, spelled once: MLflow tags, metric keys, artifact paths, and the
 files and environment variables through which the controller and its workers meet.
 
-The controller writes them (`controller/job/run.py`, `controller/job/shipper.py`, `controller/sweep.py`), the analyzer
-and the verdict read them back (`analysis/records.py`, `analysis/store.py`, `verdict/`). A name changed here
+The controller writes them (`controller/job/run.py`, `controller/job/shipper.py`, `controller/sweep/callback.py`), the
+analyzer and the verdict read them back (`analysis/records.py`, `analysis/store.py`, `verdict/`). A name changed here
 changes on both sides; a name spelled as a string elsewhere is a bug waiting for a rename.
 
 Each name's comment (on its line, or the comment lines right above it) is its description in docs/records.md,

@@ -21,7 +21,7 @@ def test_checking_a_cpu_job_before_launch_imports_no_torch():
     """The controller's process composes, validates and pre-flights a job without torch: only the workers train."""
     code = ("import sys\n"
             "from hydra import compose, initialize_config_module\n"
-            "import evalkit.cli, evalkit.controller.sweep\n"
+            "import evalkit.cli, evalkit.controller.sweep.callback\n"
             "from evalkit.config import validate\n"
             "from evalkit.controller.job.run import preflight\n"
             "for task in ('mlp_regression', 'cnn_classification', 'tiny_lm'):\n"

@@ -21,10 +21,10 @@ TINY = ["trainer=baseline", "task.n_train=64", "task.n_val=16", "train.batch_siz
 # The sweep runs in a process of its own whose store fails once, on the first call that ends the parent run.
 SWEEP_WITH_A_FAILING_END = """
 import sys
-from evalkit.controller import sweep
+from evalkit.controller.sweep import callback
 from evalkit import cli
 
-end_parent, failed = sweep.SweepCallback._end_parent, []
+end_parent, failed = callback.SweepCallback._end_parent, []
 
 def fails_once(self, status, reason):
     if not failed:
@@ -32,7 +32,7 @@ def fails_once(self, status, reason):
         raise RuntimeError("(sqlite3.OperationalError) database is locked")
     return end_parent(self, status, reason)
 
-sweep.SweepCallback._end_parent = fails_once
+callback.SweepCallback._end_parent = fails_once
 sys.argv = ["evalkit", "-m", *sys.argv[1:]]
 cli.main()
 """

@@ -20,7 +20,7 @@ PLANTED = "evalkit_planted"     # a copy of evalkit's source under another name,
 CIRCLES = [
     ("controller/job/nodes.py", "from evalkit_planted.controller.job.run import JobResult",
      "evalkit_planted.controller.job.nodes is not allowed to import evalkit_planted.controller.job.run"),
-    ("controller/job_reship.py", "from evalkit_planted.controller.sweep import SweepCallback",
+    ("controller/job_reship.py", "from evalkit_planted.controller.sweep.callback import SweepCallback",
      "evalkit_planted.controller.job_reship is not allowed to import evalkit_planted.controller.sweep"),
     ("probes/maintenance/plan.py", "from evalkit_planted.probes.maintenance.judge import judge",
      "evalkit_planted.probes.maintenance.plan is not allowed to import evalkit_planted.probes.maintenance.judge"),

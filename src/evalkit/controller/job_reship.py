@@ -1,5 +1,5 @@
 """`evalkit-ship RUN_DIR`: record a job whose tracking store failed, from the spool it left on disk (a sweep ships
-its waiting jobs through `reship` too: controller/sweep.py).
+its waiting jobs through `reship` too: controller/sweep/callback.py).
 
 Shipping does nothing twice: a run that has ended (FINISHED, FAILED, KILLED) is left exactly as it is, and of a
 run still RUNNING the points already in MLflow (through the last step of `train/loss` there) are not sent again.

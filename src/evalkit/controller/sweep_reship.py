@@ -11,9 +11,9 @@ import sys
 from evalkit import names
 from evalkit.controller import tracking
 from evalkit.controller.job import rundir
-from evalkit.controller.ledger import entries as ledger_entries
-from evalkit.controller.sweep import SweepCallback, SweepNotEnded, waiting_jobs
-from evalkit.controller.sweep_state import claim_idle, sweep_states
+from evalkit.controller.sweep.callback import SweepCallback, SweepNotEnded, waiting_jobs
+from evalkit.controller.sweep.ledger import entries as ledger_entries
+from evalkit.controller.sweep.state import claim_idle, sweep_states
 
 KILLED_REASON = "the sweep's process stopped before it ended (ended by evalkit-ship)"
 SKIPPED_DIRS = {names.PREVIOUS_DIR, ".submitit", ".hydra", *rundir.JOB_ENTRIES}   # no job directory inside

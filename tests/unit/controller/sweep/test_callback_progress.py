@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.controller.sweep import planned_jobs, progress_line
+from evalkit.controller.sweep.callback import planned_jobs, progress_line
 from evalkit.presets import QUICK
 from evalkit.quick import plan_text
 

@@ -15,11 +15,12 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import names
-from evalkit.controller import ledger, tracking
-from evalkit.controller.ledger import entries as ledger_entries
+from evalkit.controller import tracking
 from evalkit.controller.progress import POSITION_ENV, hush_libraries, say, time_left
-from evalkit.controller.sweep_state import SweepState
-from evalkit.controller.sweep_summary import summarize
+from evalkit.controller.sweep import ledger
+from evalkit.controller.sweep.ledger import entries as ledger_entries
+from evalkit.controller.sweep.state import SweepState
+from evalkit.controller.sweep.summary import summarize
 from evalkit.controller.ui import open_hint, share_views, view_address
 from evalkit.secrets import redact_override
 

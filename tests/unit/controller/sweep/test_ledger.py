@@ -1,9 +1,9 @@
-"""A sweep's ledger (controller/ledger.py): one file per entry, written whole, merged when read."""
+"""A sweep's ledger (controller/sweep/ledger.py): one file per entry, written whole, merged when read."""
 from __future__ import annotations
 
 import json
 
-from evalkit.controller import ledger
+from evalkit.controller.sweep import ledger
 
 
 def test_entries_come_back_whole_in_the_order_they_were_filed(tmp_path, monkeypatch):
