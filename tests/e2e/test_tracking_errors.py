@@ -89,7 +89,7 @@ def test_ship_to_an_unreachable_or_wrong_store_is_one_line_at_once(recorded_job)
                           timeout=120)
     assert time.monotonic() - started < 60          # was 250 s of MLflow retries, then a traceback
     _one_line_error(proc, "is unreachable", "start it")
-    from evalkit.controller.job_reship import reship
+    from evalkit.controller.job.ship import reship
 
     with pytest.raises(tracking.TrackingUnavailable, match="cannot read run .*give --tracking-uri the store") as err:
         reship(str(workdir / "run"), f"sqlite:///{workdir}/other.db")

@@ -279,7 +279,7 @@ class SweepCallback(Callback):
         waiting = waiting_jobs(self.ledger)
         still = 0
         for run_dir in [*waiting, *left_behind]:
-            from evalkit.controller.job_reship import reship  # the controller's imports, only when needed
+            from evalkit.controller.job.ship import reship  # the controller's imports, only when needed
 
             try:
                 with tracking.quiet_store_logs():
