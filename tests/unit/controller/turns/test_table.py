@@ -1,4 +1,4 @@
-"""The turn table and its workers' side (controller/turn_table.py, observe/turns.py) over a real Unix socket, the
+"""The turn table and its workers' side (controller/turns/table.py, observe/turns.py) over a real Unix socket, the
 workers as threads: one job runs at a time, each block has the steps it was given, `stop` ends a worker's training,
 and a worker that leaves is seen at once."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from evalkit.controller.turn_table import JobLeft, TurnTable
+from evalkit.controller.turns.table import JobLeft, TurnTable
 from evalkit.observe.turns import TimedWindowDone, Turns
 
 CPU = torch.device("cpu")

@@ -1,8 +1,8 @@
 """Jobs run together, taking turns: every job alive at once, one block of optimizer steps at a time.
 
-Each job is an ordinary job (its own run, controller, workers and records, `controller.job`); what differs is the
+Each job is an ordinary job (its own run, controller, workers and records, `controller/job/`); what differs is the
 order. The jobs start a few at a time, as many as there are usable CPUs (each start-up on a core of its own), each group
-once the previous one has finished its warm-up and waits at the turn table (`turn_table.py`), so that no start-up
+once the previous one has finished its warm-up and waits at the turn table (`table.py`), so that no start-up
 competes with a job's blocks; then rounds of blocks, in the order and with
 the block lengths the `Schedule` gives, until it has what it needs; then every job is told to stop and is recorded
 as usual. Between its blocks a job is parked whole: its workers' process groups are stopped (SIGSTOP) from its
@@ -27,7 +27,7 @@ from evalkit.controller.job import phases, rundir
 from evalkit.controller.job.result import JobResult
 from evalkit.controller.job.run import Controller, preflight
 from evalkit.controller.progress import say
-from evalkit.controller.turn_table import JobLeft, TurnTable
+from evalkit.controller.turns.table import JobLeft, TurnTable
 from evalkit.cpus import usable_cpus, worker_threads
 from evalkit.text import one_line
 
