@@ -23,7 +23,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from evalkit import launchers
-from evalkit.adapter_options import option_problems
+from evalkit.contract.options import option_problems
 from evalkit.probes.catalog import probe_names, probe_with, probe_yamls, stored_schemas
 from evalkit.tasks.schemas import BUNDLED, TaskConfig, ThirdPartyTask, fit_problems
 
@@ -306,7 +306,7 @@ RANGES: dict[str, Range] = {
 
 def choices() -> dict[str, tuple]:
     """The settings that take one of a few values, and those values."""
-    from evalkit.adapter_class import MODES
+    from evalkit.contract.adapter_class import MODES
 
     return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),
             "train.schedule": ("constant", "linear", "cosine"), "train.model_mode": ("train", "eval"),

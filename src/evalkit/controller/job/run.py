@@ -20,9 +20,9 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import launchers, names
-from evalkit.adapter_class import adapter_class_problem
 from evalkit.caliber import caliber_tag
 from evalkit.config import config_warnings
+from evalkit.contract.adapter_class import adapter_class_problem
 from evalkit.controller import tracking
 from evalkit.controller.interrupt import Interrupted, InterruptedAgain, StopRequest, ended_status, interruption
 from evalkit.controller.job import nodes, phases, rundir

@@ -152,7 +152,7 @@ def test_a_class_without_the_adapter_methods_is_refused_before_it_is_constructed
     assert str(info.value) == (
         "trainer._target_=collections.Counter is not an evalkit adapter: Counter has no fit(), effective_config(); "
         "point trainer._target_ at a class with fit(job) and effective_config() (the Adapter protocol in "
-        "evalkit/contract.py)")
+        "evalkit/contract/adapter.py)")
 
 
 def test_the_controller_checks_the_class_only_where_importing_it_imports_no_wrapper():

@@ -8,7 +8,7 @@ import pytest
 from hydra.utils import get_class
 
 from evalkit.contract import Deviation, EffectiveConfig, WrapperAdapter, not_an_adapter
-from evalkit.effective import CODE
+from evalkit.contract.effective import CODE
 from evalkit.trainers import bundled_trainers, missing_module
 
 TRAINERS = sorted(bundled_trainers())

@@ -1,10 +1,10 @@
-"""The typed effective config (`evalkit.effective`): a deviation explains a finding by its code, never by words of its
-text; what an adapter reports is recorded and read back unchanged."""
+"""The typed effective config (`evalkit.contract.effective`): a deviation explains a finding by its code, never by words
+of its text; what an adapter reports is recorded and read back unchanged."""
 from __future__ import annotations
 
 import pytest
 
-from evalkit.effective import Departure, Deviation, EffectiveConfig, QuickStartPage, finding_family
+from evalkit.contract.effective import Departure, Deviation, EffectiveConfig, QuickStartPage, finding_family
 
 ALREADY = Deviation("resume.finished_run_restarts", "Engine.run on a state that already reached max_iters starts a "
                     "new run from iteration 0")

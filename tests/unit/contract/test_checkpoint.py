@@ -10,8 +10,8 @@ from collections import namedtuple
 import pytest
 import torch
 
-from evalkit import checkpoint
-from evalkit.checkpoint import CheckpointNotWritten, CorruptCheckpoint, atomic_save, safe_load
+from evalkit.contract import checkpoint
+from evalkit.contract.checkpoint import CheckpointNotWritten, CorruptCheckpoint, atomic_save, safe_load
 
 BIG = {"w": torch.zeros(1 << 20)}      # 4 MiB
 

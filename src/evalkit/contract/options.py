@@ -42,7 +42,7 @@ def _from_source(module: str, name: str, depth: int) -> Any:
         tree = ast.parse(fh.read())
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     imported = {alias.asname or alias.name: (_absolute(node, module), alias.name)
-                for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+                for node in _top_level(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
     if name not in classes:
         return _from_source(*imported[name], depth + 1) if name in imported else None
     node, names = classes[name], NOT_FOUND
@@ -65,6 +65,18 @@ def _from_source(module: str, name: str, depth: int) -> Any:
         if inherited is not NOT_FOUND:
             names = inherited if names is NOT_FOUND else names | inherited
     return names
+
+
+def _top_level(tree: ast.Module) -> list[ast.stmt]:
+    """The module's statements, with those of an `if TYPE_CHECKING:` block: a package that hands out names on first
+    use (`evalkit.contract`, through its `__getattr__`) imports them there for readers, so a base class taken from
+    it is followed to the module that defines it."""
+    found = []
+    for node in tree.body:
+        found.append(node)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            found += node.body
+    return found
 
 
 def _absolute(node: ast.ImportFrom, module: str) -> str:

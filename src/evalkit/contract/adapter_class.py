@@ -1,7 +1,7 @@
 """What makes a class an evalkit adapter, checked without torch: the controller's process refuses a bad
 `trainer._target_` or mode before any worker starts, and a command that only composes, checks or refuses its
-config never pays torch's import (a second). The rest of the contract (`TrainJob`, `Adapter`) is in
-`evalkit.contract`, which re-exports these names."""
+config never pays torch's import (a second). The rest of the contract (`TrainJob`, `Adapter`) is in adapter.py;
+`evalkit.contract` hands out the names of both."""
 from __future__ import annotations
 
 import importlib
@@ -32,7 +32,7 @@ def not_an_adapter(cls: Any, target: str) -> str | None:
         return None
     return (f"trainer._target_={target} is not an evalkit adapter: {getattr(cls, '__qualname__', cls)} has no "
             f"{', '.join(m + '()' for m in missing)}; point trainer._target_ at a class with fit(job) and "
-            "effective_config() (the Adapter protocol in evalkit/contract.py)")
+            "effective_config() (the Adapter protocol in evalkit/contract/adapter.py)")
 
 
 def adapter_class_problem(target: str) -> str | None:

@@ -10,8 +10,8 @@ import textwrap
 import pytest
 from helpers import compose_config
 
-from evalkit.adapter_options import declared_in, option_names, option_problems, unknown_options
 from evalkit.config import register_configs, validate
+from evalkit.contract.options import declared_in, option_names, option_problems, unknown_options
 from evalkit.trainers import bundled_trainers
 
 register_configs()

@@ -1,4 +1,4 @@
-"""The adapter contract: what evalkit hands an adapter (`TrainJob`) and what it expects back (`Adapter`).
+"""What evalkit hands an adapter (`TrainJob`) and what it expects back (`Adapter`; `WrapperAdapter` implements it).
 
 An adapter runs one training wrapper on one evalkit task. evalkit owns the task, the data order, the
 optimizer and scheduler factories, the clocks, the hooks and the memory readings; the adapter owns
@@ -19,23 +19,9 @@ import torch
 import torch.distributed
 from torch.utils.data import DataLoader
 
-from evalkit.adapter_class import (  # noqa: F401 - part of the contract, kept torch-free for the controller
-    ADAPTER_METHODS,
-    MODES,
-    NotAnAdapter,
-    adapter_class_problem,
-    check_mode,
-    not_an_adapter,
-)
-from evalkit.adapter_options import declared_in, unknown_options
-from evalkit.effective import (  # noqa: F401 - part of the contract, kept torch-free for the probes
-    OWNED,
-    Departure,
-    Deviation,
-    EffectiveConfig,
-    QuickStartPage,
-    jsonable,
-)
+from evalkit.contract.adapter_class import check_mode
+from evalkit.contract.effective import Departure, Deviation, EffectiveConfig, QuickStartPage
+from evalkit.contract.options import declared_in, unknown_options
 from evalkit.tasks.catalog import Task
 from evalkit.tasks.order import OrderedSampler, ValSampler
 
@@ -245,7 +231,7 @@ class WrapperAdapter:
     - `quick_start` cites the pages defaults mode follows and `departures` lists, once, each place where evalkit owns
       something the page writes otherwise; both land in the effective config of every defaults job;
     - `option_names`: the keys of `trainer.options` the class reads (a subclass or mixin adds its own); any other
-      key is refused, at compose time and here (`evalkit.adapter_options`). A class that declares none is not
+      key is refused, at compose time and here (`evalkit.contract.options`). A class that declares none is not
       checked.
     `ended_by` (None): set it in `fit` to the reason when training stops before `job.max_steps` on purpose (a stop
     callback the user asked for, a time limit); a fit that returns short of `max_steps` without it fails the run
