@@ -194,7 +194,7 @@ def _end_sweep_on_error() -> None:
         print(f"evalkit: {problem}", file=sys.stderr)
     if not sweep:
         return
-    from evalkit.controller.sweep.ship import left_behind
+    from evalkit.controller.ship.sweep import left_behind
 
     # A job whose process the launcher lost (killed, out of memory) stays RUNNING until evalkit-ship records it.
     left = left_behind(sweep.sweep_dir, sweep.sweep_id, sweep.ledger)

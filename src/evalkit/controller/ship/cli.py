@@ -1,6 +1,6 @@
 """`evalkit-ship RUN_DIR`: record a job whose tracking store failed, from the spool it left on disk
 (`controller/job/ship.py`). `evalkit-ship SWEEP_DIR`: the same for every job of a sweep that did not end, then its
-parent run (`controller/sweep/ship.py`).
+parent run (`controller/ship/sweep.py`).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from evalkit import names
 from evalkit.controller.job import rundir
 from evalkit.controller.job.ship import ALREADY_ENDED, reship
 from evalkit.controller.launch_dir import cwd_problem
-from evalkit.controller.sweep.ship import finish_sweeps, is_sweep_dir
+from evalkit.controller.ship.sweep import finish_sweeps, is_sweep_dir
 from evalkit.controller.tracking import TrackingUnavailable
 
 
