@@ -92,7 +92,6 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
     Departure,
     Deviation,
@@ -102,6 +101,7 @@ from evalkit.contract import (
     WrapperAdapter,
     same_device,
 )
+from evalkit.contract.checkpoint import CorruptCheckpoint
 from evalkit.tasks.order import GlobalOrderSampler
 
 MIXED_PRECISION = {"fp32": "no", "bf16_mixed": "bf16", "fp16_mixed": "fp16"}
@@ -339,7 +339,7 @@ def defaults_arguments(job: TrainJob) -> dict[str, Any]:
 
 
 class AccelerateAdapter(WrapperAdapter):
-    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.contract.options)
     deviations = DEVIATIONS
     aligns = ALIGNS
     quick_start = QUICK_START

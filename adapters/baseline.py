@@ -22,14 +22,14 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from evalkit.checkpoint import atomic_save, capture_rng, latest_checkpoint, restore_rng, safe_load
 from evalkit.contract import TrainJob, WrapperAdapter
+from evalkit.contract.checkpoint import atomic_save, capture_rng, latest_checkpoint, restore_rng, safe_load
 
 CHECKPOINT_FORMAT = 1
 
 
 class BaselineAdapter(WrapperAdapter):
-    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.contract.options)
     # ------------------------------------------------------------------ the loop
     def fit(self, job: TrainJob) -> None:
         device = job.device

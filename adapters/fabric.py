@@ -74,8 +74,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from evalkit.adapters.calls import Call, built
-from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
 from evalkit.contract import Departure, Deviation, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
+from evalkit.contract.checkpoint import capture_rng, latest_checkpoint, restore_rng
 from evalkit.tasks.order import OrderedSampler
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
@@ -160,7 +160,7 @@ DEVIATIONS = (   # defaults mode: what the pages' loop does differently from the
 
 class FabricAdapter(WrapperAdapter):
     """`trainer=fabric`: a loop written with Lightning Fabric (see the module docstring)."""
-    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.contract.options)
 
     deviations = DEVIATIONS
     aligns = ALIGNS

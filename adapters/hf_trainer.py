@@ -127,7 +127,6 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from evalkit.adapters.accelerate_loop import STATE_DEVIATIONS, state_deviations
-from evalkit.checkpoint import CorruptCheckpoint
 from evalkit.contract import (
     Departure,
     Deviation,
@@ -139,6 +138,7 @@ from evalkit.contract import (
     jsonable,
     same_device,
 )
+from evalkit.contract.checkpoint import CorruptCheckpoint
 from evalkit.tasks.order import GlobalOrderSampler, ValSampler
 
 # The setting that aligns each kind of semantic finding (probe codes, or their family before the dot), reported as

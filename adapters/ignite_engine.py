@@ -91,8 +91,8 @@ from typing import Any
 
 import torch
 
-from evalkit.checkpoint import CorruptCheckpoint, capture_rng, restore_rng
 from evalkit.contract import Departure, Deviation, QuickStartPage, TrainJob, WrapperAdapter
+from evalkit.contract.checkpoint import CorruptCheckpoint, capture_rng, restore_rng
 
 _CKPT = re.compile(r"(?:step|checkpoint)_(\d+)\.pt$")
 LOG_INTERVAL = 100        # the quick start's `log_interval`: "How many batches to wait before logging training status"
@@ -242,7 +242,7 @@ DEVIATIONS = (   # all of defaults mode: what the quick start does differently
 
 
 class IgniteAdapter(WrapperAdapter):
-    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.contract.options)
     deviations = DEVIATIONS
     aligns = ALIGNS
     quick_start = QUICK_START

@@ -70,8 +70,8 @@ from torch.utils.data import DataLoader
 
 from evalkit import names
 from evalkit.adapters.calls import Call, built
-from evalkit.checkpoint import capture_rng, latest_checkpoint, restore_rng
 from evalkit.contract import Departure, Deviation, QuickStartPage, TrainJob, UnsupportedCombination, WrapperAdapter
+from evalkit.contract.checkpoint import capture_rng, latest_checkpoint, restore_rng
 
 PRECISIONS = {"fp32": "32-true", "bf16_mixed": "bf16-mixed", "fp16_mixed": "16-mixed"}
 CKPT_SUFFIX = ".ckpt"
@@ -296,7 +296,7 @@ DEFAULTS_DEVIATIONS = ("forward.before_training", "lr.per_epoch", "order", "batc
 
 class LightningAdapter(WrapperAdapter):
     """`trainer=lightning`: Lightning's `Trainer.fit` on evalkit's task (see the module docstring)."""
-    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.contract.options)
 
     deviations = DEVIATIONS
     aligns = ALIGNS

@@ -70,15 +70,6 @@ from typing import Any, Callable
 
 import torch
 
-from evalkit.checkpoint import (
-    CorruptCheckpoint,
-    MissingCheckpoint,
-    atomic_save,
-    capture_rng,
-    latest_checkpoint,
-    restore_rng,
-    safe_load,
-)
 from evalkit.contract import (
     Departure,
     Deviation,
@@ -87,6 +78,15 @@ from evalkit.contract import (
     TrainJob,
     UnsupportedCombination,
     WrapperAdapter,
+)
+from evalkit.contract.checkpoint import (
+    CorruptCheckpoint,
+    MissingCheckpoint,
+    atomic_save,
+    capture_rng,
+    latest_checkpoint,
+    restore_rng,
+    safe_load,
 )
 from evalkit.worker.optim import WarmupSchedule
 
@@ -366,7 +366,7 @@ def _write_atomically(path: str, save: Callable) -> None:
 
 class PoutyneAdapter(WrapperAdapter):
     """`trainer=poutyne`: Poutyne's `Model` on evalkit's task (see the module docstring)."""
-    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.adapter_options)
+    option_names = ()   # trainer.options: none (a key is refused, with the nearest: evalkit.contract.options)
 
     deviations = DEVIATIONS
     aligns = ALIGNS

@@ -37,7 +37,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: E40
 from evalkit import names  # noqa: E402
 from evalkit.adapters.baseline import BaselineAdapter  # noqa: E402
 from evalkit.config import register_configs  # noqa: E402
-from evalkit.controller.job import caliber  # noqa: E402
+from evalkit.controller.job.run import caliber  # noqa: E402
 from evalkit.observe.observer import Observer  # noqa: E402
 from evalkit.spool import SpoolWriter  # noqa: E402
 from evalkit.worker.run import build_task, make_job, resolve_device  # noqa: E402
@@ -148,7 +148,7 @@ def _fit(job) -> None:
 def shipping_cost(points: int) -> tuple[float, float, float]:
     from mlflow.tracking import MlflowClient
 
-    from evalkit.controller.ship import Shipper
+    from evalkit.controller.job.shipper import Shipper
     from evalkit.spool import SpoolWriter as Writer
 
     per_step = 4    # train/loss, train/lr, train/grad_norm, train/step_time_s

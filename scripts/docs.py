@@ -12,7 +12,9 @@ Generated, each from one source (`generated`):
 - docs/probes/README.md's index of the probes (between `<!-- probe-index -->` markers) from the probe catalog (each
   probe's `Dimension.question`, in the verdict's column order).
 Checked besides: README.md has at most 150 lines and its test command is .ci/run's; every name in names.py has a
-comment; every relative link in README.md and docs/ points at a file and heading that exist (doc_links.py).
+comment; every relative link in README.md and docs/ points at a file and heading that exist (doc_links.py);
+docs/architecture.md's package map names every module and package of src/evalkit/, and those of its MAPPED packages
+all the way down, and nothing else.
 docs/probes/performance.md's table is regenerated from a store by scripts/performance_table.py, not here.
 
 Exit codes: 0 done (or nothing to report), 1 a problem (check), 2 bad input (one message).
@@ -24,6 +26,7 @@ import datetime
 import importlib.util
 import json
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -43,6 +46,8 @@ REPO = Path(__file__).resolve().parent.parent
 NAMES = Path("src/evalkit/names.py")
 RESULTS = Path("docs/results")
 README_MAX_LINES = 150
+ARCHITECTURE = Path("docs/architecture.md")
+MAPPED = ("contract", "controller")   # packages whose every module and package the package map lists as well
 # Files a document shows before they exist, each with who makes it (a link to one is not broken until then).
 PENDING: dict[str, str] = {}   # documents a link may name before they exist: path -> who makes them
 
@@ -126,6 +131,51 @@ def readme_problems(readme: str, ci: str) -> list[str]:
     return problems
 
 
+def package_map(text: str) -> set[str]:
+    """The paths under src/evalkit/ that the package map of docs/architecture.md names (`cli.py`, `controller/job`,
+    `controller/job/run.py`): an entry line is its name, or names joined by ", ", two spaces deeper per level, then
+    its description; a line indented further continues the description above."""
+    body = text.split("## The packages\n```\n", 1)[1].split("```", 1)[0]
+    found: set[str] = set()
+    parents: list[str] = []
+    for line in body.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        entry = re.match(r"([\w.]+/?(?:, [\w.]+/?)*)(?: {2,}|$)", line.lstrip(" "))
+        if not entry or indent < 2 or indent % 2 or indent > 2 * (len(parents) + 1):
+            continue
+        parents = parents[:indent // 2 - 1]
+        names = entry.group(1).split(", ")
+        found.update("/".join([*parents, name.rstrip("/")]) for name in names)
+        if len(names) == 1 and names[0].endswith("/"):
+            parents.append(names[0].rstrip("/"))
+    return found
+
+
+def package_entries(src: Path) -> set[str]:
+    """What the package map must name: every module and package of `src` (src/evalkit/), and inside MAPPED every
+    module and package all the way down."""
+    def children(folder: Path) -> list[Path]:
+        return [p for p in folder.iterdir() if (p.suffix == ".py" and p.name != "__init__.py")
+                or (p.is_dir() and not p.name.startswith(("_", ".")))]
+
+    found, todo = {p.name for p in children(src)}, [p for p in children(src) if p.name in MAPPED]
+    while todo:
+        folder = todo.pop()
+        for p in children(folder):
+            found.add(p.relative_to(src).as_posix())
+            if p.is_dir():
+                todo.append(p)
+    return found
+
+
+def package_map_problems(repo: Path) -> list[str]:
+    """A module or package the map leaves out, and an entry that names none."""
+    listed, there = package_map((repo / ARCHITECTURE).read_text()), package_entries(repo / "src" / "evalkit")
+    return ([f"{ARCHITECTURE}: its package map does not list src/evalkit/{p}" for p in sorted(there - listed)]
+            + [f"{ARCHITECTURE}: its package map lists src/evalkit/{p}, which does not exist" for p in
+               sorted(listed - there)])
+
+
 def problems(repo: Path = REPO) -> list[str]:
     """Everything `check` reports, one line each."""
     found = [f"{p.relative_to(repo)} is stale: run `python scripts/docs.py write`"
@@ -135,6 +185,7 @@ def problems(repo: Path = REPO) -> list[str]:
     found += [f"{NAMES}: {n} has no comment (its description in docs/records.md)"
               for n in undescribed((repo / NAMES).read_text(), names_module(repo))]
     found += readme_problems((repo / "README.md").read_text(), (repo / ".ci/run").read_text())
+    found += package_map_problems(repo)
     for doc in [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]:
         found += broken_links(doc, repo, PENDING)
     return found

@@ -4,7 +4,7 @@ without evalkit's warm-up (`evalkit.worker.run.warm_up_torch`) first: the race t
     python scripts/first_parallel_region.py [--runs 30] [--forks 100] [--threads 2]
 
 Per condition: `--runs` fresh interpreters (as a worker started fresh) and `--forks` children forked from one
-process that preloaded as a warm server does (`evalkit.worker.zygote.preload`, nothing parallel run), each with
+process that preloaded as a warm server does (`evalkit.worker.warm_server.preload`, nothing parallel run), each with
 `--threads` intra-op threads, computing tanh over 2^19 normals twice. Printed: per
 condition and start, the processes whose two results differ, with a 95 % Clopper-Pearson interval, and the largest
 difference seen. Measured here (2 cores, torch 2.13 CPU): fresh, nothing first 3/40 and 5/40 (largest 5.2e-05),
@@ -40,7 +40,7 @@ def fresh(threads: int, warm: bool) -> float:
 
 
 def forked(threads: int, warm: bool, n: int) -> list[float]:
-    from evalkit.worker.zygote import preload
+    from evalkit.worker.warm_server import preload
 
     # what a warm server runs before it forks: nothing parallel
     preload("evalkit.adapters.baseline.BaselineAdapter", [])

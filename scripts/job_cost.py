@@ -4,7 +4,7 @@
                                [--starts fresh,warm] [Hydra overrides, e.g. task=tiny_lm]
 
 Per trainer, one sweep `evalkit -m trainer=<t> seed=0,1,..` in a scratch directory with its own local store, then
-per job, from its run directory: the controller's marks (job_phases.json, evalkit/controller/phases.py), the
+per job, from its run directory: the controller's marks (job_phases.json, evalkit/controller/job/phases.py), the
 worker's start-up milestones (spool/summary_rank0.json, seconds after the spawn) and the last step's wall time
 (records/steps_rank0.csv). Printed: one markdown row per trainer, each part the median over its jobs (so the
 medians need not add up to the median total exactly), the fixed cost (total minus training), the first job's total
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit import names
-from evalkit.controller import phases
+from evalkit.controller.job import phases
 from evalkit.names import STARTUP_MILESTONES
 from evalkit.trainers import installed_trainers
 

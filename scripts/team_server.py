@@ -29,7 +29,7 @@ class MlflowServer:
     (uvicorn and its job consumers), as an outage would; `start()` again brings it back on the same port."""
 
     def __init__(self, workdir, backend_uri: str, *options: str, env: dict | None = None):
-        from evalkit.controller.launch import free_port
+        from evalkit.controller.launch.workers import free_port
 
         self.workdir, self.backend_uri, self.options, self.env = Path(workdir), backend_uri, options, env
         self.port = free_port()

@@ -131,7 +131,7 @@ STEP_20 = re.compile(r"(?<![0-9])0*20(?![0-9])")
 def checkpoint_after_step_20(ckpt_dir: str) -> str:
     """The entry a wrapper wrote for step 20 in its checkpoint directory, whatever it names it (`step_00000020.pt`,
     `checkpoint-20`, a `save_state` folder), its checksum files aside: the one a resume from step 20 is given."""
-    from evalkit.checkpoint import CHECKSUM_SUFFIX
+    from evalkit.contract.checkpoint import CHECKSUM_SUFFIX
 
     found = [n for n in sorted(os.listdir(ckpt_dir)) if STEP_20.search(n) and not n.endswith(CHECKSUM_SUFFIX)]
     assert len(found) == 1, (ckpt_dir, os.listdir(ckpt_dir))

@@ -173,7 +173,7 @@ MODULE_SECONDS = {
     "e2e/test_team_server.py": 317, "e2e/test_probe_stability.py": 260, "e2e/test_probe_performance.py": 232,
     "e2e/test_probe_semantics_wrappers.py": 194, "e2e/test_probe_semantics.py": 185,
     "e2e/test_adapter_accelerate.py": 176, "e2e/test_run_integrity.py": 175, "e2e/test_adapter_lightning.py": 160,
-    "e2e/test_adapter_fabric.py": 160, "e2e/test_adapter_ignite.py": 114, "e2e/test_sweep_reship.py": 111,
+    "e2e/test_adapter_fabric.py": 160, "e2e/test_adapter_ignite.py": 114, "e2e/test_ship_sweep.py": 111,
     "e2e/test_tracking_errors.py": 93, "e2e/test_baseline_runs.py": 74, "e2e/test_adapter_hf_trainer.py": 72,
     "e2e/test_failures_and_tracking.py": 72, "e2e/test_entry_points.py": 66, "e2e/test_resume_and_secrets.py": 59,
     "e2e/test_multinode.py": 56, "e2e/test_verdict_diverging_sweep.py": 51, "e2e/test_probe_functional.py": 48,

@@ -169,10 +169,10 @@ def closed_port() -> int:
 # sweep retries them at its end (as when that job's directory is busy); the parent run itself ends.
 SWEEP_WITH_A_JOB_LEFT_WAITING = """
 import sys
-from evalkit.controller import job, job_reship
+from evalkit.controller.job import run, ship
 from evalkit import cli
 
-finish, retry, failed = job.Controller._finish, job_reship.reship, []
+finish, retry, failed = run.Controller._finish, ship.reship, []
 
 def once(real, what):
     def planted(*args, **kwargs):
@@ -182,8 +182,8 @@ def once(real, what):
         return real(*args, **kwargs)
     return planted
 
-job.Controller._finish = once(finish, "job")
-job_reship.reship = once(retry, "retry")
+run.Controller._finish = once(finish, "job")
+ship.reship = once(retry, "retry")
 sys.argv = ["evalkit", "-m", *sys.argv[1:]]
 cli.main()
 """

@@ -70,7 +70,7 @@ def record_in_process(adapter, name: str, config, folder) -> evidence.JobEvidenc
     from omegaconf import OmegaConf
 
     from evalkit import names
-    from evalkit.controller.ship import Shipper
+    from evalkit.controller.job.shipper import Shipper
     from evalkit.observe.observer import Observer, ObserveSettings
     from evalkit.spool import SpoolWriter
     from evalkit.tasks.schemas import builder_arguments

@@ -1,7 +1,7 @@
 """The caliber tag (`evalkit.caliber`): the conditions a run's figures were measured at, in one line.
 
 Only runs of one caliber are compared (analysis/arms.py groups them by this string), so every writer formats it
-here from its parts: a job's controller (controller/job.py) and each probe's `caliber()`.
+here from its parts: a job's controller (controller/job/run.py) and each probe's `caliber()`.
 """
 from __future__ import annotations
 

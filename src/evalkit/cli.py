@@ -17,8 +17,8 @@ from omegaconf import DictConfig
 from evalkit import names
 from evalkit.config import config_warnings, register_configs, validate
 from evalkit.controller.interrupt import Interrupted, ended_status, interruption, raise_on_stop_signals
+from evalkit.controller.job.rundir import RunDirBusy
 from evalkit.controller.progress import hush_libraries
-from evalkit.controller.rundir import RunDirBusy
 from evalkit.controller.tracking import TrackingUnavailable, fix_default_uri, mask_secrets_in_log
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -56,14 +56,14 @@ def _app(cfg: DictConfig):
 
             result = run_probe(cfg, run_dir)
         else:
-            from evalkit.controller.job import run_job
+            from evalkit.controller.job.run import run_job
 
             result = run_job(cfg, run_dir)
     except (TrackingUnavailable, RunDirBusy) as exc:
         print(f"evalkit: {exc}", file=sys.stderr)
         _failures.append(str(exc))
         if isinstance(exc, TrackingUnavailable) and os.path.exists(os.path.join(run_dir, names.RUN_FILE)):
-            from evalkit.controller.job import JobResult  # a sweep ships it at its end if the store is back
+            from evalkit.controller.job.run import JobResult  # a sweep ships it at its end if the store is back
 
             return JobResult(None, False, str(exc), "UNSHIPPED", unshipped=run_dir)
         return None
@@ -77,9 +77,9 @@ def _app(cfg: DictConfig):
 
 
 def _from_srun(cfg: DictConfig) -> list[str]:
-    """Under a multi-node `srun`, the node settings SLURM's variables give (controller/srun.py), where the command
+    """Under a multi-node `srun`, the node settings SLURM's variables give (controller/job/srun.py), where the command
     line gave none; a problem when srun's layout is not one evalkit per node."""
-    from evalkit.controller.srun import SrunLayoutError, srun_settings
+    from evalkit.controller.job.srun import SrunLayoutError, srun_settings
 
     given = {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
     try:
@@ -134,7 +134,7 @@ def main() -> None:
         if not full_trace:
             for name in ("HYDRA_FULL_ERROR", HYDRA_RAISES_ENV):
                 os.environ.pop(name, None)
-    from evalkit.controller.sweep import failed_jobs, jobs_still_waiting, sweep_ended, sweeps_not_ended
+    from evalkit.controller.sweep.callback import failed_jobs, jobs_still_waiting, sweep_ended, sweeps_not_ended
 
     # A sweep counts its jobs in its ledger (a parallel launcher's jobs fail in other processes; a job whose
     # records waited for the store may have been recorded at the sweep's end).
@@ -154,10 +154,11 @@ def run_sweep(overrides: list[str], program: str = "evalkit") -> int:
 
     The process stays ready for the next sweep, so a caller that runs several one after another (the quick
     evaluation's training sweep and its probe sweeps) pays evalkit's start once, and the warm
-    worker servers one sweep started (controller/warm.py) serve the next. Each sweep gets its own sweep directory
-    and counts its own failures; the servers hold imports only, never a job's state (each job is a fresh fork)."""
-    from evalkit.controller.rundir import new_process_uid
-    from evalkit.controller.sweep import forget_ended
+    worker servers one sweep started (controller/launch/warm_server.py) serve the next. Each sweep gets its own sweep
+    directory and counts its own failures; the servers hold imports only, never a job's state (each job is a fresh
+    fork)."""
+    from evalkit.controller.job.rundir import new_process_uid
+    from evalkit.controller.sweep.callback import forget_ended
 
     argv, sys.argv = sys.argv, [program, "-m", *overrides]
     _failures.clear()
@@ -193,7 +194,7 @@ def _end_sweep_on_error() -> None:
         print(f"evalkit: {problem}", file=sys.stderr)
     if not sweep:
         return
-    from evalkit.controller.sweep_reship import left_behind
+    from evalkit.controller.ship.sweep import left_behind
 
     # A job whose process the launcher lost (killed, out of memory) stays RUNNING until evalkit-ship records it.
     left = left_behind(sweep.sweep_dir, sweep.sweep_id, sweep.ledger)
@@ -241,7 +242,7 @@ def _refuse_unwritable_launch_dir() -> None:
 def _end_active_sweep(status: str, reason: str):
     """End this process's running sweep, if any: (the sweep or None, what went wrong or None). Never raises:
     it runs while Hydra exits or an interrupt is reported, and the store may be what failed."""
-    from evalkit.controller.sweep import SweepNotEnded, end_active_sweep
+    from evalkit.controller.sweep.callback import SweepNotEnded, end_active_sweep
 
     try:
         return end_active_sweep(status, reason), None

@@ -23,7 +23,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from evalkit import launchers
-from evalkit.adapter_options import option_problems
+from evalkit.contract.options import option_problems
 from evalkit.probes.catalog import probe_names, probe_with, probe_yamls, stored_schemas
 from evalkit.tasks.schemas import BUNDLED, TaskConfig, ThirdPartyTask, fit_problems
 
@@ -70,7 +70,8 @@ class HardwareConfig:
     device: str = "cpu"              # cpu | cuda | auto (cuda when available)
     threads: int = 0                 # torch intra-op threads per worker; 0 = torch's default
     # how a job's workers start: auto (forked from a warm server that has imported torch and the wrapper, where that
-    # keeps the job's meaning: controller/warm.py), fresh (a new interpreter each), warm (forked, or an error)
+    # keeps the job's meaning: controller/launch/warm_server.py), fresh (a new interpreter each), warm (forked, or an
+    # error)
     worker_start: str = "auto"
 
 
@@ -100,7 +101,7 @@ class DistributedConfig:
     master_port: Optional[int] = None   # rank 0's port; null = a free one (one node only: every node must agree)
     shared_dir: Optional[str] = None    # required with nnodes > 1 (see above); one folder per job
     # Under `srun --nodes=N --ntasks-per-node=1 evalkit ...` nnodes, node_rank, master_addr and master_port come from
-    # SLURM's variables, and shared_dir is <shared_root>/slurm-<job id>.<step id> (controller/srun.py)
+    # SLURM's variables, and shared_dir is <shared_root>/slurm-<job id>.<step id> (controller/job/srun.py)
     shared_root: Optional[str] = None
     node_timeout_s: float = 300.0    # how long a node waits for the others to start, and node 0 for their reports
 
@@ -169,7 +170,7 @@ class FaultsConfig:
 @dataclass
 class SweepConfig:
     # Re-running a sweep with resume=true skips every job whose resolved config (tracking settings aside) at the same
-    # versions (its fingerprint: controller/sweep_resume.py) already has a FINISHED run in the store; FAILED and
+    # versions (its fingerprint: controller/job/fingerprint.py) already has a FINISHED run in the store; FAILED and
     # KILLED ones run again, and a FINISHED one of other versions (a wrapper, torch, evalkit or its judges upgraded).
     resume: bool = False
 
@@ -221,7 +222,7 @@ def register_configs() -> None:
     """The schema, and the `${evalkit_uid:}` resolver of the default run directories (conf/config.yaml)."""
     from omegaconf import OmegaConf
 
-    from evalkit.controller.rundir import process_uid
+    from evalkit.controller.job.rundir import process_uid
 
     if not OmegaConf.has_resolver("evalkit_uid"):
         # Cached: a sweep's configs carry the value of the process that started it (Hydra copies the resolver
@@ -306,7 +307,7 @@ RANGES: dict[str, Range] = {
 
 def choices() -> dict[str, tuple]:
     """The settings that take one of a few values, and those values."""
-    from evalkit.adapter_class import MODES
+    from evalkit.contract.adapter_class import MODES
 
     return {"trainer.mode": MODES, "probe.name": ("none", *probe_names()), "train.optimizer": ("adamw", "adam", "sgd"),
             "train.schedule": ("constant", "linear", "cosine"), "train.model_mode": ("train", "eval"),

@@ -1,8 +1,8 @@
 """The names that writers and readers share, spelled once: MLflow tags, metric keys, artifact paths, and the
 files and environment variables through which the controller and its workers meet.
 
-The controller writes them (`controller/job.py`, `controller/ship.py`, `controller/sweep.py`), the analyzer and
-the verdict read them back (`analysis/records.py`, `analysis/store.py`, `verdict/`). A name changed here
+The controller writes them (`controller/job/run.py`, `controller/job/shipper.py`, `controller/sweep/callback.py`), the
+analyzer and the verdict read them back (`analysis/records.py`, `analysis/store.py`, `verdict/`). A name changed here
 changes on both sides; a name spelled as a string elsewhere is a bug waiting for a rename.
 
 Each name's comment (on its line, or the comment lines right above it) is its description in docs/records.md,
@@ -14,7 +14,7 @@ from __future__ import annotations
 # --- the run directory: controller <-> workers -------------------------------------------------------------
 JOB_FILE = "job.json"                 # the resolved config and paths, written by the controller, read by workers
 RUN_FILE = "run.json"                 # the MLflow run and store the job records into (evalkit-ship reads it)
-EXIT_CODES_FILE = "exit_codes.json"   # how the ranks ended (launch.Outcome), written by the controller
+EXIT_CODES_FILE = "exit_codes.json"   # how the ranks ended (launch/workers.py, Outcome), written by the controller
 SPOOL_DIR = "spool"                   # what the workers append (one write per optimizer step) until it is shipped
 RECORDS_DIR = "records"               # the records as CSV files, written at the job's end and logged as artifacts
 CHECKPOINTS_DIR = "checkpoints"       # the adapter's checkpoints (`TrainJob.ckpt_dir`; tag evalkit.checkpoint_dir)
@@ -58,7 +58,7 @@ SPAWN_WALL_ENV = "EVALKIT_SPAWN_WALL"           # time.time() when the controlle
 CPUS_AT_TURN_ENV = "EVALKIT_CPUS_AT_TURN"          # a job taking turns: the CPUs it pins itself to when it first waits
 CPUS_ENV = "EVALKIT_CPUS"                       # a timed job's worker: the CPUs it pins itself to (e.g. "1")
 # A warm server starts with this much padding in its arguments and in this variable: room for each forked worker to
-# show its own command line and environment in /proc (evalkit.worker.zygote.show_as)
+# show its own command line and environment in /proc (evalkit.worker.warm_server.show_as)
 PROC_ROOM_ENV = "EVALKIT_PROC_ROOM"
 PROC_ROOM = 4096                                # the padding's length, in characters
 SWEEP_ID_ENV = "EVALKIT_SWEEP_ID"               # the sweep a job belongs to (its tag evalkit.sweep_id)
@@ -124,7 +124,7 @@ OVERRIDES = "evalkit.overrides"                     # on a sweep's parent: the c
 JOBS = "evalkit.jobs"                               # on a sweep's parent: how many jobs it ran
 JOBS_FAILED = "evalkit.jobs_failed"                 # ... and how many of them failed
 SCENARIO = "evalkit.scenario"                       # on a verdict run: the scenario whose weights rank the wrappers
-# a job's resolved config, tracking settings aside, and the versions it runs with (hash; sweep_resume.versions)
+# a job's resolved config, tracking settings aside, and the versions it runs with (hash; fingerprint.versions)
 FINGERPRINT = "evalkit.fingerprint"
 CONFIG_FINGERPRINT = "evalkit.config_fingerprint"    # ... of its resolved config alone: the same job at other versions
 FINGERPRINTED_VERSIONS = "evalkit.fingerprinted_versions"   # ... the versions its fingerprint holds (JSON)

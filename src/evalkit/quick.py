@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from evalkit import names
 from evalkit.cli import run_sweep
+from evalkit.controller.launch.warm_server import close_all
 from evalkit.controller.launch_dir import cwd_problem
 from evalkit.controller.progress import say, time_left
 from evalkit.controller.tracking import display_uri, resolve_uri
-from evalkit.controller.warm import close_all
 from evalkit.hydra_errors import error_line, sweep_jobs
 from evalkit.presets import PRESETS, Preset, plan_for, probe_overrides, sweep_overrides
 from evalkit.probes.catalog import probe_names, probe_with

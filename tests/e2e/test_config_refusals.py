@@ -21,9 +21,9 @@ def test_checking_a_cpu_job_before_launch_imports_no_torch():
     """The controller's process composes, validates and pre-flights a job without torch: only the workers train."""
     code = ("import sys\n"
             "from hydra import compose, initialize_config_module\n"
-            "import evalkit.cli, evalkit.controller.sweep\n"
+            "import evalkit.cli, evalkit.controller.sweep.callback\n"
             "from evalkit.config import validate\n"
-            "from evalkit.controller.job import preflight\n"
+            "from evalkit.controller.job.run import preflight\n"
             "for task in ('mlp_regression', 'cnn_classification', 'tiny_lm'):\n"
             "    with initialize_config_module('evalkit.conf', version_base=None):\n"
             "        cfg = compose('config', overrides=[f'task={task}', 'trainer=lightning'])\n"
@@ -37,7 +37,7 @@ def test_checking_a_cpu_job_before_launch_imports_no_torch():
 def test_the_warning_is_recorded_as_a_tag(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from evalkit.controller.job import Controller
+    from evalkit.controller.job.run import Controller
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

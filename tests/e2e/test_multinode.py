@@ -11,7 +11,7 @@ import pytest
 from helpers import EVALKIT, job_runs, read_records, run_evalkit, store_uri
 
 from evalkit.config import register_configs
-from evalkit.controller.launch import free_port
+from evalkit.controller.launch.workers import free_port
 
 register_configs()
 # Both ranks with one intra-op thread, whichever node runs them: the same arithmetic, so the same bits.

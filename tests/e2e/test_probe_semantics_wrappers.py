@@ -10,7 +10,7 @@ import pytest
 from helpers import ok, run_evalkit, store_uri
 
 from evalkit import names
-from evalkit.effective import EffectiveConfig
+from evalkit.contract.effective import EffectiveConfig
 from evalkit.trainers import bundled_trainers, installed_trainers
 
 WRAPPERS = [name for name in bundled_trainers() if name != "baseline"]

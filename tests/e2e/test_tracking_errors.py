@@ -18,7 +18,7 @@ import pytest
 from helpers import EVALKIT, job_runs, run_evalkit
 
 from evalkit.controller import tracking
-from evalkit.controller.launch import free_port
+from evalkit.controller.launch.workers import free_port
 
 TINY = ["train.max_steps=2", "task.n_train=64", "task.n_val=32", "train.val_every=0", "observe.warmup_steps=0"]
 BIN = os.path.dirname(sys.executable)
@@ -89,7 +89,7 @@ def test_ship_to_an_unreachable_or_wrong_store_is_one_line_at_once(recorded_job)
                           timeout=120)
     assert time.monotonic() - started < 60          # was 250 s of MLflow retries, then a traceback
     _one_line_error(proc, "is unreachable", "start it")
-    from evalkit.controller.job_reship import reship
+    from evalkit.controller.job.ship import reship
 
     with pytest.raises(tracking.TrackingUnavailable, match="cannot read run .*give --tracking-uri the store") as err:
         reship(str(workdir / "run"), f"sqlite:///{workdir}/other.db")
@@ -202,7 +202,7 @@ def test_a_store_failing_as_training_starts_does_not_stop_the_job_and_its_tags_f
     from helpers import compose_config
     from mlflow.tracking import MlflowClient
 
-    from evalkit.controller.job import Controller
+    from evalkit.controller.job.run import Controller
     from evalkit.names import RUN_DIR
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -23,7 +23,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from evalkit.adapters.baseline import CHECKPOINT_FORMAT, BaselineAdapter
-from evalkit.checkpoint import CorruptCheckpoint, latest_checkpoint, restore_rng, safe_load
+from evalkit.contract.checkpoint import CorruptCheckpoint, latest_checkpoint, restore_rng, safe_load
 
 RESUME_WRONGS = ("no_rng", "no_optimizer", "no_scheduler", "repeat_step", "data_restart", "no_buffers")
 
@@ -62,7 +62,7 @@ class UnstableAdapter(BaselineAdapter):
             return super()._save(job, step, epoch, batch_in_epoch, model, optimizer, scheduler, scaler)
         import os
 
-        from evalkit.checkpoint import capture_rng
+        from evalkit.contract.checkpoint import capture_rng
         os.makedirs(job.ckpt_dir, exist_ok=True)
         torch.save({"format": CHECKPOINT_FORMAT, "step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch,
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(),

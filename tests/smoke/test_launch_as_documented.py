@@ -13,7 +13,7 @@ import pytest
 from helpers import effective_config, job_runs, ok, run_evalkit
 
 from evalkit import launchers, names
-from evalkit.controller.launch import free_port
+from evalkit.controller.launch.workers import free_port
 
 pytestmark = pytest.mark.smoke
 

@@ -1,18 +1,18 @@
-"""A sweep's ledger written by processes of two hosts at once (controller/ledger.py): nothing lost, nothing doubled
-(issue 47). Each writer is a real process filing its entries as a separate host would (its own host name), into one
-folder, all at the same time, as a sweep's jobs on two SLURM nodes do into a shared sweep directory."""
+"""A sweep's ledger written by processes of two hosts at once (controller/sweep/ledger.py): nothing lost, nothing
+doubled (issue 47). Each writer is a real process filing its entries as a separate host would (its own host name), into
+one folder, all at the same time, as a sweep's jobs on two SLURM nodes do into a shared sweep directory."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 
-from evalkit.controller import ledger
+from evalkit.controller.sweep import ledger
 
 ENTRIES = 300
 WRITER = """
 import sys
-from evalkit.controller import ledger
+from evalkit.controller.sweep import ledger
 folder, host = sys.argv[1], sys.argv[2]
 sys.stdin.readline()                     # start together
 for i in range({n}):

@@ -1,4 +1,4 @@
-"""The files the nodes of one job write into its shared folder (controller/nodes.py), written by real processes at
+"""The files the nodes of one job write into its shared folder (controller/job/nodes.py), written by real processes at
 once, as nodes on two SLURM hosts do (issue 47): the stop request, which any node may file, has exactly one author
 whose cause stays; a beacon rewritten every beat is never read half-written; nothing temporary is left behind.
 (The sweep's ledger has its own test: test_ledger_writers.py.)"""
@@ -8,12 +8,12 @@ import os
 import subprocess
 import sys
 
-from evalkit.controller import nodes
+from evalkit.controller.job import nodes
 
 ROUNDS = 200
 ASKER = """
 import os, sys
-from evalkit.controller import nodes
+from evalkit.controller.job import nodes
 root, me = sys.argv[1], sys.argv[2]
 sys.stdin.readline()                     # start together
 won = [r for r in range({n}) if nodes.ask_to_stop(os.path.join(root, str(r)), me)]
@@ -21,7 +21,7 @@ print(" ".join(map(str, won)))
 """
 BEATER = """
 import sys
-from evalkit.controller import nodes
+from evalkit.controller.job import nodes
 path = sys.argv[1]
 for beat in range({n}):
     nodes._write_json(path, {{"beat": beat, "pad": "x" * 4096}})

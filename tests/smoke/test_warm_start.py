@@ -1,7 +1,7 @@
-"""Workers forked from a warm server (issue 30: `evalkit.worker.zygote`, `controller/warm.py`), through the real
-command: a job's fixed cost without its imports, and every promise of a fresh process kept. A sweep's jobs are
-forked one after the other from one server; a job that is killed leaves the server and the next job intact; a job
-never sees what an earlier one left in its process; threads and the import footprint are recorded as a fresh
+"""Workers forked from a warm server (issue 30: `evalkit.worker.warm_server`, `controller/launch/warm_server.py`),
+through the real command: a job's fixed cost without its imports, and every promise of a fresh process kept. A sweep's
+jobs are forked one after the other from one server; a job that is killed leaves the server and the next job intact; a
+job never sees what an earlier one left in its process; threads and the import footprint are recorded as a fresh
 interpreter's are."""
 from __future__ import annotations
 
@@ -46,14 +46,14 @@ def test_warm_and_fresh_workers_record_the_same_threads_and_import_footprint(wor
 
 
 def test_a_process_shows_the_command_line_and_environment_it_is_given_in_proc():
-    """zygote.show_as: a forked worker shows itself in ps and /proc as a fresh one would (its run dir, its rank),
+    """warm_server.show_as: a forked worker shows itself in ps and /proc as a fresh one would (its run dir, its rank),
     in the room its server was started with; what does not fit is left as it was."""
     import subprocess
     import sys
 
     from evalkit import names
 
-    code = ("import os, sys; from evalkit.worker.zygote import show_as; "
+    code = ("import os, sys; from evalkit.worker.warm_server import show_as; "
             "show_as([sys.executable, '-m', 'evalkit.worker', '/runs/7'], {'RANK': '1', 'A': 'b'}); "
             "print(open('/proc/self/cmdline', 'rb').read().rstrip(b'\\0').split(b'\\0')); "
             "print(open('/proc/self/environ', 'rb').read().rstrip(b'\\0').split(b'\\0'))")

@@ -18,10 +18,12 @@ from importlinter.cli import lint_imports
 PLANTED = "evalkit_planted"     # a copy of evalkit's source under another name, circles planted in it
 # (module of the copy, the import planted in it, what lint-imports then says): each plant closes a circle.
 CIRCLES = [
-    ("controller/nodes.py", "from evalkit_planted.controller.job import JobResult",
-     "evalkit_planted.controller.nodes is not allowed to import evalkit_planted.controller.job"),
-    ("controller/job_reship.py", "from evalkit_planted.controller.sweep import SweepCallback",
-     "evalkit_planted.controller.job_reship is not allowed to import evalkit_planted.controller.sweep"),
+    ("controller/job/nodes.py", "from evalkit_planted.controller.job.run import JobResult",
+     "evalkit_planted.controller.job.nodes is not allowed to import evalkit_planted.controller.job.run"),
+    ("controller/job/run.py", "from evalkit_planted.controller.sweep.callback import SweepCallback",
+     "evalkit_planted.controller.job is not allowed to import evalkit_planted.controller.sweep"),
+    ("controller/sweep/callback.py", "from evalkit_planted.controller.ship.sweep import finish_sweeps",
+     "evalkit_planted.controller.sweep is not allowed to import evalkit_planted.controller.ship"),
     ("probes/maintenance/plan.py", "from evalkit_planted.probes.maintenance.judge import judge",
      "evalkit_planted.probes.maintenance.plan is not allowed to import evalkit_planted.probes.maintenance.judge"),
     ("probes/consistency/plan.py", "from evalkit_planted.probes.functional import plan",

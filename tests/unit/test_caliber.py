@@ -5,7 +5,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from evalkit.caliber import caliber_tag
-from evalkit.controller.job import caliber
+from evalkit.controller.job.run import caliber
 
 
 def test_the_tag_is_the_kind_then_key_value_parts_in_the_order_given():

@@ -12,8 +12,8 @@ from hydra.utils import get_class, get_method
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ValidationError
 
-from evalkit.adapter_class import ADAPTER_METHODS
 from evalkit.config import register_configs
+from evalkit.contract.adapter_class import ADAPTER_METHODS
 from evalkit.tasks.schemas import BUNDLED, COMMON, builder_arguments
 
 register_configs()

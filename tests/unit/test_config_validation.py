@@ -124,7 +124,7 @@ def test_a_key_added_with_plus_is_refused_with_the_closest_valid_key():
 
 def test_free_form_dicts_keep_accepting_new_keys():
     """`task.extra` is the third-party builder's (its signature checks it); `trainer.options` is the adapter's
-    (tests/unit/test_adapter_options.py), refused for an adapter that does not read the key."""
+    (tests/unit/contract/test_options.py), refused for an adapter that does not read the key."""
     assert problems(*THIRD_PARTY, "+task.extra.root=/data") == []
     (found,) = problems("+trainer.options.enable_progress_bar=true")
     assert found.startswith("trainer.options.enable_progress_bar is not an option of BaselineAdapter")

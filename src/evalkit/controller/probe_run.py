@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from evalkit import names
 from evalkit.config import validate
 from evalkit.controller import tracking
-from evalkit.controller.job import JobResult, reuse_finished, run_job, run_tags
+from evalkit.controller.job.run import JobResult, reuse_finished, run_job, run_tags
 from evalkit.controller.progress import say
 from evalkit.controller.ui import trainer_label
 from evalkit.probes.base import PlannedJob, Probe
@@ -125,7 +125,7 @@ class ProbeRun:
                     break
                 schedule = getattr(self.probe, "schedule", None)
                 schedule = schedule(self.cfg, jobs) if callable(schedule) else None
-                if schedule is not None:    # the phase's jobs run together, taking turns (controller.together)
+                if schedule is not None:    # the phase's jobs run together, taking turns (controller/turns/rounds.py)
                     done.update(self._run_together(jobs, schedule))
                     continue
                 for job in jobs:
@@ -145,7 +145,7 @@ class ProbeRun:
         return child
 
     def _run_together(self, jobs: list[PlannedJob], schedule) -> dict[str, JobEvidence]:
-        from evalkit.controller.together import run_together
+        from evalkit.controller.turns.rounds import run_together
 
         say(self.cfg.tracking.progress, f"[evalkit] {self.probe.name} probe {trainer_label(self.cfg.trainer)}/"
                                         f"{self.cfg.trainer.mode}: {len(jobs)} jobs taking turns")

@@ -160,7 +160,7 @@ def link_sweeps(client, record: VerdictRecord) -> None:
     """The verdict table on top of each judged sweep's description, linking the verdict run, whose own
     description links those sweeps back."""
     from evalkit.controller import tracking
-    from evalkit.controller.sweep_summary import fit, put_verdict
+    from evalkit.controller.sweep.summary import fit, put_verdict
 
     experiment_id, run_id = record.experiment_id, record.run_id
     link = lambda rid, text: f"[{text}](#/experiments/{experiment_id}/runs/{rid})"  # noqa: E731

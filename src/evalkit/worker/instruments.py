@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from evalkit.contract import Adapter, TrainJob
+from evalkit.contract.adapter import Adapter, TrainJob
 from evalkit.observe.call_profile import CallProfile
 from evalkit.observe.compiled import CompileWatch
 from evalkit.observe.observer import Observer, ObserveSettings

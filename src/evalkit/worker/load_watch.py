@@ -2,7 +2,7 @@
 
 `weights_only=False` unpickles whatever the file holds (code included); torch's own default since 2.6 is True.
 The stability probe reports which wrappers load their checkpoints with it off: evalkit never asks for that itself
-(`evalkit.checkpoint.safe_load` loads with `weights_only=True`). Watching wraps the public `torch.load` only.
+(`evalkit.contract.checkpoint.safe_load` loads with `weights_only=True`). Watching wraps the public `torch.load` only.
 """
 from __future__ import annotations
 

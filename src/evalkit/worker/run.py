@@ -28,16 +28,9 @@ from hydra.utils import get_class, get_method
 from omegaconf import DictConfig, OmegaConf
 
 from evalkit import launchers, names
-from evalkit.contract import (
-    Adapter,
-    AdapterUnavailable,
-    EffectiveConfig,
-    NotAnAdapter,
-    Precision,
-    Recipe,
-    TrainJob,
-    not_an_adapter,
-)
+from evalkit.contract.adapter import Adapter, AdapterUnavailable, Precision, Recipe, TrainJob
+from evalkit.contract.adapter_class import NotAnAdapter, not_an_adapter
+from evalkit.contract.effective import EffectiveConfig
 from evalkit.observe.deprecations import DeprecationRecorder
 from evalkit.observe.memory import current_rss
 from evalkit.observe.observer import Observer

@@ -103,7 +103,7 @@ def test_an_argument_left_out_for_an_older_trainingarguments_is_a_deviation_the_
 
     import transformers
 
-    from evalkit.effective import EffectiveConfig
+    from evalkit.contract.effective import EffectiveConfig
     from evalkit.probes.semantics.judge import _declared_not_observed
 
     @dataclasses.dataclass

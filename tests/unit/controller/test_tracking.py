@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from evalkit.controller import tracking
-from evalkit.controller.launch import free_port
+from evalkit.controller.launch.workers import free_port
 from evalkit.secrets import REDACTED
 
 # --- item 8 -------------------------------------------------------------------------------------------------

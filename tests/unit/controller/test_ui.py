@@ -10,7 +10,8 @@ import pytest
 from helpers import bundled_task_arguments, compose_config
 
 from evalkit import names
-from evalkit.controller import progress, sweep_summary, tracking, ui
+from evalkit.controller import progress, tracking, ui
+from evalkit.controller.sweep import summary
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def test_a_sweep_parent_summarizes_its_jobs_per_wrapper_and_keeps_the_verdict_on
     _job(client, exp, parent, "baseline", "FINISHED", 0.30, 0.40, 300.0)
     _job(client, exp, parent, "ignite", "FINISHED", 0.50, 0.60, 50.0)
     _job(client, exp, parent, "ignite", "FAILED", 9.0, 9.0, 1.0)       # a failed job counts, its figures do not
-    columns, trained = sweep_summary.summarize(client, parent, "sweep s1 (FINISHED): 4 jobs")
+    columns, trained = summary.summarize(client, parent, "sweep s1 (FINISHED): 4 jobs")
     assert trained and sorted(columns) == ["summary/baseline.aligned/train_loss", "summary/baseline.aligned/val_mse",
                                            "summary/ignite.aligned/train_loss", "summary/ignite.aligned/val_mse"]
     run = client.get_run(parent)
@@ -88,21 +89,21 @@ def test_a_sweep_parent_summarizes_its_jobs_per_wrapper_and_keeps_the_verdict_on
     note = run.data.tags[names.MLFLOW_NOTE]
     assert "| baseline | aligned | 2 | 2 | 0.2 | 200 | 0.3 |" in note
     assert "| ignite | aligned | 2 | 1 | 0.5 | 50 | 0.6 |" in note
-    sweep_summary.put_verdict(client, parent, "| wrapper | semantics |\n|---|---|\n| ignite | pass |", "v1")
-    sweep_summary.summarize(client, parent, "sweep s1 (FINISHED): 4 jobs, summarized again")
+    summary.put_verdict(client, parent, "| wrapper | semantics |\n|---|---|\n| ignite | pass |", "v1")
+    summary.summarize(client, parent, "sweep s1 (FINISHED): 4 jobs, summarized again")
     run = client.get_run(parent)
     note = run.data.tags[names.MLFLOW_NOTE]
     assert note.startswith("## Verdict\n\n| wrapper | semantics |") and note.count("## Verdict") == 1
     assert "summarized again" in note and "| ignite | aligned | 2 | 1 |" in note
     assert run.data.tags[names.VERDICT_RUN_ID] == "v1"
-    sweep_summary.put_verdict(client, parent, "| a newer verdict |", "v2")
+    summary.put_verdict(client, parent, "| a newer verdict |", "v2")
     note = client.get_run(parent).data.tags[names.MLFLOW_NOTE]
     assert note.count("## Verdict") == 1 and "a newer verdict" in note and "| ignite | pass |" not in note
 
 
 def test_a_description_too_long_for_mlflow_is_cut_at_a_line_and_says_so():
     note = "\n".join(f"| row {i} | {'x' * 60} |" for i in range(200))
-    cut = sweep_summary.fit(note, 2000)
+    cut = summary.fit(note, 2000)
     assert len(cut) <= 2000 and cut.endswith("the verdict run)")
     assert all(line.endswith("|") for line in cut.split("\n\n…")[0].splitlines())
 
@@ -136,7 +137,7 @@ def test_the_tasks_data_is_logged_as_dataset_inputs_whose_spec_regenerates_it(cl
 
 
 def test_system_metrics_are_sampled_by_a_thread_and_kept_until_shipped():
-    from evalkit.controller.system_metrics import SystemSampler
+    from evalkit.controller.job.system_metrics import SystemSampler
 
     sampler = SystemSampler(0.05).start()
     time.sleep(0.4)

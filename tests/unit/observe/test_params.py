@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from evalkit import names
-from evalkit.controller.ship import Shipper
+from evalkit.controller.job.shipper import Shipper
 from evalkit.observe.observer import Observer, ObserveSettings
 from evalkit.probes.evidence import parse_params
 from evalkit.spool import SpoolWriter

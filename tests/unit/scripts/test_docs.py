@@ -11,7 +11,16 @@ from helpers import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 
-from docs import PENDING, README_MAX_LINES, block, generated, problems, readme_problems, snapshots  # noqa: E402
+from docs import (  # noqa: E402
+    PENDING,
+    README_MAX_LINES,
+    block,
+    generated,
+    package_map_problems,
+    problems,
+    readme_problems,
+    snapshots,
+)
 
 FIX = "run `python scripts/docs.py write`"
 
@@ -32,10 +41,13 @@ def test_files_shown_before_they_exist_are_still_missing():
 @pytest.fixture
 def checkout(tmp_path):
     """A copy of what the documents are generated from and checked against."""
-    for part in ("README.md", "pyproject.toml", "constraints.txt", ".ci", "docs", "src/evalkit/names.py"):
+    for part in ("README.md", "pyproject.toml", "constraints.txt", ".ci", "docs", "src/evalkit"):
         source, dest = REPO / part, tmp_path / part
         dest.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest)
+        if source.is_dir():
+            shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, dest)
     return tmp_path
 
 
@@ -62,6 +74,17 @@ def test_a_name_without_a_comment_a_long_readme_and_a_broken_link_are_named(chec
     assert "src/evalkit/names.py: UNSAID has no comment (its description in docs/records.md)" in found
     assert any(p.startswith("README.md has ") and "at most 150" in p for p in found)
     assert any(p.startswith("README.md:") and p.endswith("docs/gone.md: no such file") for p in found)
+
+
+def test_the_package_map_lists_every_module_of_the_top_and_of_the_mapped_packages_and_no_other(checkout):
+    assert package_map_problems(REPO) == []
+    (checkout / "src/evalkit/controller/job/planted.py").write_text("")
+    architecture = checkout / "docs/architecture.md"
+    architecture.write_text(architecture.read_text().replace("\n  caliber.py ", "\n  calibre.py ", 1))
+    assert package_map_problems(checkout) == [
+        "docs/architecture.md: its package map does not list src/evalkit/caliber.py",
+        "docs/architecture.md: its package map does not list src/evalkit/controller/job/planted.py",
+        "docs/architecture.md: its package map lists src/evalkit/calibre.py, which does not exist"]
 
 
 def test_the_readme_opens_with_the_two_set_up_commands_the_second_being_cis():

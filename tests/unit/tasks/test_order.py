@@ -174,16 +174,16 @@ def test_default_threads_share_the_usable_cpus_between_ranks_and_jobs_side_by_si
 def test_workers_get_their_threads_and_openmp_threads_that_sleep_while_waiting(monkeypatch, tmp_path):
     """GNU OpenMP spins while it waits: beside one busy process a 300-step job took 105 s with two spinning
     threads, 18 s with OMP_WAIT_POLICY=PASSIVE (16 s on one thread). A caller's own policy is kept."""
-    from evalkit.controller import launch
+    from evalkit.controller.launch import workers
 
     started = []
-    monkeypatch.setattr(launch.subprocess, "Popen", lambda cmd, env, **kw: started.append(env))
+    monkeypatch.setattr(workers.subprocess, "Popen", lambda cmd, env, **kw: started.append(env))
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "16")
-    launch.WorkerGroup(str(tmp_path), str(tmp_path), launch.Placement(2, threads=1))
+    workers.WorkerGroup(str(tmp_path), str(tmp_path), workers.Placement(2, threads=1))
     assert [(e["OMP_NUM_THREADS"], e["MKL_NUM_THREADS"], e["OMP_WAIT_POLICY"]) for e in started] == \
         [("1", "1", "PASSIVE")] * 2
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     started.clear()
-    launch.WorkerGroup(str(tmp_path), str(tmp_path), launch.Placement(1, threads=2))
+    workers.WorkerGroup(str(tmp_path), str(tmp_path), workers.Placement(1, threads=2))
     assert [(e["OMP_NUM_THREADS"], e["OMP_WAIT_POLICY"]) for e in started] == [("2", "ACTIVE")]

@@ -34,7 +34,7 @@ class CompileProbe:
         return [], []
 
     def schedule(self, cfg: DictConfig, jobs: list[PlannedJob]):
-        """The timed jobs run together, taking turns (controller.together); the truth jobs one after another."""
+        """The timed jobs run together, taking turns (controller/turns/rounds.py); the truth jobs one after another."""
         if not any(j.name.startswith(TIMED) for j in jobs):
             return None
         from evalkit.probes.compile.schedule import CompileSchedule

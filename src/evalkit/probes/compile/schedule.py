@@ -1,4 +1,4 @@
-"""How the compile probe's timed jobs take turns (the `Schedule` of controller.together): each round one block of
+"""How the compile probe's timed jobs take turns (the `Schedule` of controller/turns/rounds.py): each round one block of
 every job, each loop's eager and compiled arms one right after the other (eager first in even rounds, compiled first in
 odd ones), every block of a loop the same number of steps: `probe.block_ms` at its eager arm's median warm-up step
 (the compiled arm's warm-up holds its compiling). The rounds stop at `probe.rounds` or `probe.time_limit_s`: the

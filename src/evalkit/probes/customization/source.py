@@ -255,8 +255,9 @@ def _import_map(tree: ast.Module) -> dict[str, str]:
 
 def _project_base_modules(trees: list[ast.Module], wrapper_packages: tuple[str, ...]) -> list[str]:
     """The project's own modules (source outside site-packages and the standard library) that the classes of
-    `trees` take base classes from (`evalkit.contract` for `WrapperAdapter`); found without importing them."""
-    modules: set[str] = set()
+    `trees` take base classes from (`evalkit.contract.adapter` for `WrapperAdapter`, which adapters import from
+    `evalkit.contract`); found without importing them."""
+    modules: set[tuple[str, str]] = set()   # (module, class name)
     for tree in trees:
         imports = _import_map(tree)
         for node in ast.walk(tree):
@@ -266,9 +267,10 @@ def _project_base_modules(trees: list[ast.Module], wrapper_packages: tuple[str, 
                     root = root.value
                 if isinstance(root, ast.Name) and root.id in imports:
                     qualified = imports[root.id] + ast.unparse(base)[len(root.id):]
-                    modules.add(qualified.rsplit(".", 1)[0])
+                    parts = qualified.rsplit(".", 1)
+                    modules.add((parts[0], parts[-1]))
     own = []
-    for module in sorted(modules):
+    for module, name in sorted(modules):
         if module.startswith(".") or any(module == p or module.startswith(p + ".") for p in wrapper_packages):
             continue
         try:
@@ -279,10 +281,29 @@ def _project_base_modules(trees: list[ast.Module], wrapper_packages: tuple[str, 
         if where is None or not _is_project_file(where):
             continue
         try:
-            own.append(module_path(module))
+            path = module_path(_defining_module(module, name))
         except ValueError:
             continue
+        if path not in own:
+            own.append(path)
     return own
+
+
+def _defining_module(module: str, name: str) -> str:
+    """The module whose source defines the class `name` that `module` offers: `module` itself, or the module it
+    imports the class from (a package that hands out names on first use, as `evalkit.contract` does, imports them
+    under `if TYPE_CHECKING:`), followed without importing either."""
+    for _ in range(8):
+        try:
+            with open(module_path(module), encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError):
+            return module
+        target = _import_map(tree).get(name, "")
+        if name in _class_names(tree) or not target or target.startswith(".") or "." not in target:
+            return module
+        module = target.rsplit(".", 1)[0]
+    return module
 
 
 def _is_project_file(path: str) -> bool:

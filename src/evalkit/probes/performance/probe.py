@@ -44,7 +44,7 @@ class PerformanceProbe:
         return profile_jobs(cfg), []
 
     def schedule(self, cfg: DictConfig, jobs: list[PlannedJob]):
-        """The jobs run together, taking turns (controller.together): the timed ones until decided, the profile
+        """The jobs run together, taking turns (controller/turns/rounds.py): the timed ones until decided, the profile
         jobs one block each."""
         from evalkit.probes.performance.schedule import PerformanceSchedule, ProfileSchedule
 

@@ -1,4 +1,4 @@
-"""How the performance probe's jobs take turns, and when they stop (the `Schedule` of controller.together).
+"""How the performance probe's jobs take turns, and when they stop (the `Schedule` of controller/turns/rounds.py).
 
 A round runs one block of each job: per depth the baseline's block and the wrapper's, one right after the other
 (baseline first in even rounds, wrapper first in odd ones, so that neither arm always follows the other); the sizes

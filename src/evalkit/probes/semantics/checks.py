@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 from typing import Callable
 
-from evalkit.effective import EffectiveConfig
+from evalkit.contract.effective import EffectiveConfig
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding
 from evalkit.probes.semantics.oracle import Caliber, expected_val_steps

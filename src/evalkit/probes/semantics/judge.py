@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from evalkit.effective import EffectiveConfig
+from evalkit.contract.effective import EffectiveConfig
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import Finding, ProbeResult, markdown_cell
 from evalkit.probes.refusals import DOCUMENTED, Refusal, refusal_of

@@ -84,7 +84,7 @@ def test_unknown_lr_is_unexplained_and_a_declared_deviation_is_quoted(jobs):
 def test_a_deviation_that_is_evalkits_choice_is_labelled_as_evalkits_setting(jobs):
     """Issue 43: where the quick start's page makes no choice (no scheduler on Lightning's or Poutyne's page), the
     pairing evalkit chose is labelled as its own in the finding, not read as the wrapper's behaviour."""
-    from evalkit.effective import EVALKITS_SETTING
+    from evalkit.contract.effective import EVALKITS_SETTING
 
     for by, label in (("evalkit", f"{EVALKITS_SETTING}: "), ("wrapper", "")):
         job = jobs["ws1-noclip"]

@@ -60,7 +60,7 @@ def test_poutyne_quick_start_lr_per_epoch_is_matched_past_max_steps_and_labelled
     per-epoch LambdaLR callback, and Poutyne stops only at an epoch's end (12 steps for max_steps=10). The LR was
     once `unexplained.lr`: the epochs of the two steps past max_steps were unknown (issue 43). Now each step's LR is
     the schedule at its epoch, and the declared deviation says the pairing is evalkit's, not the page's."""
-    from evalkit.effective import EVALKITS_SETTING
+    from evalkit.contract.effective import EVALKITS_SETTING
 
     result = judged("poutyne.defaults")
     found = {f["code"]: f for f in result["findings"]}

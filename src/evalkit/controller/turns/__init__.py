@@ -1,0 +1,1 @@
+"""Jobs taking turns, one block of steps at a time: the controller's side of `evalkit.observe.turns`."""
