@@ -146,10 +146,13 @@ def _quick_start_loaders(job: TrainJob) -> tuple[DataLoader, DataLoader]:
 
 @functools.cache
 def _classes():
-    """The resumable DataLoader, the LightningModule and the callback (classes of an installed lightning), built once:
-    the module recognises the loader by its class."""
-    import lightning as L
+    """The resumable DataLoader, the LightningModule and the callback (classes of an installed lightning, which the
+    module imports only when it trains), built once: the module recognises the loader by its class."""
+    loader = _resumable_loader_class()
+    return loader, _module_class(loader), _final_checkpoint_class()
 
+
+def _resumable_loader_class() -> type:
     class ResumableLoader(DataLoader):
         """evalkit's training order with the `state_dict`/`load_state_dict` interface Lightning documents for
         resuming mid-epoch (it saves the state in its checkpoint and restores it before iterating).
@@ -181,6 +184,12 @@ def _classes():
             self.position = dict(state)
             self.sampler.set_epoch(state["epoch"])
             self.sampler.start_batch = state["batch_in_epoch"]
+
+    return ResumableLoader
+
+
+def _module_class(ResumableLoader: type) -> type:  # noqa: N803 - a class, named as the one it is
+    import lightning as L
 
     class EvalkitModule(L.LightningModule):
         """Wraps evalkit's model instance (never a copy) and its loss module."""
@@ -245,6 +254,12 @@ def _classes():
             if self._aligned and "evalkit_rng" in checkpoint:
                 restore_rng(checkpoint["evalkit_rng"])
 
+    return EvalkitModule
+
+
+def _final_checkpoint_class() -> type:
+    import lightning as L
+
     class FinalCheckpoint(L.Callback):
         """Saves the last optimizer step's checkpoint (`trainer.save_checkpoint`) when the periodic
         `ModelCheckpoint` does not fall on it; same hook point as ModelCheckpoint, so it resumes the same way."""
@@ -262,7 +277,7 @@ def _classes():
                 trainer.save_checkpoint(path, weights_only=False)
                 self.saved.append(path)
 
-    return ResumableLoader, EvalkitModule, FinalCheckpoint
+    return FinalCheckpoint
 
 
 DEVIATIONS = (
