@@ -17,8 +17,9 @@ through `evalkit.trainers.bundled_trainers()`):
   a code of its own, `resume.scaler_not_saved`), of which `fit` reports those that apply to its job with
   `self.record_deviations(code, ...)`; `aligns` (finding code or family -> the wrapper's setting that aligns it);
   `quick_start` and `departures` (defaults mode); what aligned mode sets, as `self.explicit_settings`; anything else
-  the wrapper reports, in `self._effective`. The module docstring states how it differs from `baseline.py`'s
-  semantics and points at `deviations` instead of repeating them.
+  the wrapper reports, in `self._effective`. Its docstring is short: what the adapter is, its modes in a line each,
+  what a reader of the code must not guess, and a pointer to `docs/wrappers/<module>.md`, which keeps the full record
+  (launch, each mode line by line, the pages followed); it points at `deviations` instead of repeating them.
 - `adapters/custom/<name>_loss.py` and `<name>_callback.py`: subclasses of that class adding a custom loss and a
   callback the wrapper's documented way (the customization probe measures what they cost).
 """
