@@ -1,85 +1,14 @@
-"""🤗 Accelerate (`accelerate.Accelerator`) driving a hand-written loop on an evalkit task.
+"""🤗 Accelerate (`accelerate.Accelerator`) driving a hand-written loop on an evalkit task (`trainer=accelerate`).
 
-The loop is the one Accelerate's documentation teaches: `accelerator.prepare(model, optimizer, scheduler,
-dataloader)`, `with accelerator.accumulate(model)`, `accelerator.backward(loss)`,
-`accelerator.clip_grad_norm_` when `accelerator.sync_gradients`, `optimizer.step()` / `zero_grad()` on the
-prepared optimizer (which only really steps at the end of an accumulation window), and
-`accelerator.save_state` / `accelerator.load_state` for checkpoints. Nothing of Accelerate is monkeypatched.
-
-Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): `accelerate launch` with the config
-`accelerate config` writes for the machine, so every rank gets its launcher's variables (ACCELERATE_USE_CPU=True on
-CPU, ACCELERATE_MIXED_PRECISION, ...); several CPU ranks are its MULTI_CPU config's mpirun (Intel MPI's rank
-variables), several CUDA ranks `--multi_gpu` (torchrun's). At one rank Accelerate trains one process
-(`DistributedType.NO`, no process group, no DDP wrap); at several both modes join the ranks (MULTI_CPU / MULTI_GPU).
-Named the other way (`trainer.launch.many=torchrun`: a torchrun user who left out `--cpu`), the quick start's
-`Accelerator()` stays one process per rank on CPU (`ddp` below); `trainer.launch.one=torchrun` gives the one-process
-DDP (`process.one_process_ddp`).
-
-Modes
-- `aligned`: every Accelerate knob that touches the baseline's semantics is set explicitly (listed under
-  `explicit_settings` in the effective config):
-  * data order: the prepared DataLoader samples evalkit's global order (`GlobalOrderSampler`: epoch `e`'s
-    permutation cut into global batches of `batch_size * world_size`) and Accelerate's own batch sharding
-    (`split_batches=False`, `even_batches=True`, `dispatch_batches=False`, `use_seedable_sampler=False`,
-    `rng_types=[]`) hands rank `r` the `r`-th slice of each global batch, which is exactly evalkit's
-    per-rank order (verified at set-up against `job.train_sampler()`, a mismatch raises);
-  * accumulation: `GradientAccumulationPlugin(num_steps=grad_accum, sync_with_dataloader=True)`: a window
-    ends after `grad_accum` micro-batches or at the end of the epoch (as the baseline); on a task whose samples hold
-    different numbers of loss terms (tokens), the gradient accumulation guide's "Gradient accumulation on training
-    samples of variable size" skeleton instead: the window fetched first, its target tokens summed over the ranks,
-    each loss x its tokens x `gradient_accumulation_steps` x `num_processes` / the window's tokens, `no_sync` on all
-    but the window's last backward, one optimizer step per window (the baseline's token mean over the window);
-  * scheduler: `step_scheduler_with_optimizer=False`, stepped by the loop once per optimizer step (the
-    default would step it `num_processes` times per optimizer step and skip it when GradScaler skips);
-  * clipping: `accelerator.clip_grad_norm_` (unscales first) on `sync_gradients` only;
-  * precision: `mixed_precision` = no / bf16 / fp16 with `GradScalerKwargs` equal to torch's defaults
-    (the baseline's scaler); the loss is computed under `accelerator.autocast()` as the baseline computes
-    it under autocast; fp16 where Accelerate would not autocast (CPU) is refused;
-  * DDP: `DistributedDataParallelKwargs` equal to the baseline's DDP (no unused-parameter search, buffers
-    broadcast, 25 MB buckets); process group backend gloo on CPU, NCCL on CUDA;
-  * seeding: no `set_seed` (evalkit seeded the process before building the task, as for the baseline);
-  * validation: the unwrapped model in eval mode under `no_grad` + `accelerator.autocast()` on
-    `job.val_loader()` (evalkit's shards, not re-sharded by Accelerate);
-  * checkpoints: `save_state(ckpt_dir/step_XXXXXXXX, safe_serialization=True)` (model as safetensors,
-    optimizer, scheduler, scaler, every rank's RNG) plus `evalkit_position.json` (step, epoch, micro-batch
-    of the epoch) written last, so a directory without it is an incomplete checkpoint. Resume:
-    `load_state` then `accelerator.skip_first_batches` to the saved position.
-- `defaults`: the documented quick start of Accelerate 1.16, line for line (`quick_start` names the pages; where
-  evalkit owns the model, the data or the observation, `departures` says so):
-  * `accelerator = Accelerator()` (quicktour, "Adapt training code"), with only what the run asks for through
-    Accelerator's own arguments: `gradient_accumulation_steps=grad_accum` when it is above 1 (gradient
-    accumulation guide, "The finished code") and `mixed_precision="bf16"/"fp16"` for a mixed-precision run; no
-    `cpu`, no `project_dir`, no `set_seed` (no page of the loop writes them); `device = accelerator.device`;
-  * optimizer and scheduler: `job.make_optimizer` / `job.make_scheduler` (the user's own code on these pages);
-    `model, optimizer, training_dataloader, scheduler = accelerator.prepare(...)` and
-    `validation_dataloader = accelerator.prepare(validation_dataloader)` (quicktour, "Distributed evaluation");
-    the model is never moved or put in train/eval mode by hand (the pages do neither);
-  * the pages leave `training_dataloader` open: the simplest reading, the training loader of Accelerate's own
-    tutorials (e.g. the notebook launcher tutorial's `get_dataloaders`), is `DataLoader(train_set, batch_size,
-    shuffle=True)` and `DataLoader(val_set, batch_size)` (`num_workers` as the run asks);
-  * the loop is the gradient accumulation guide's finished code: `for batch in training_dataloader: with
-    accelerator.accumulate(model): inputs, targets = batch; outputs = model(inputs); loss =
-    loss_function(outputs, targets); accelerator.backward(loss); optimizer.step(); scheduler.step();
-    optimizer.zero_grad()`, with `if accelerator.sync_gradients: accelerator.clip_grad_norm_(model.parameters(),
-    max_grad_norm)` before `optimizer.step()` only when the run asks for clipping (the API reference's
-    `clip_grad_norm_` example); epochs repeat until `max_steps` optimizer steps (the pages train a number of
-    epochs; evalkit's run counts optimizer steps);
-  * validation: the quicktour's loop, `for inputs, targets in validation_dataloader: predictions =
-    model(inputs); accelerator.gather_for_metrics((predictions, targets))`, with no `model.eval()` (the page
-    writes none: validation runs in the mode training left the model in), at the run's validation cadence
-    (`val_every` and the last step; the pages say nothing of when);
-  * checkpoints: `accelerator.save_state(ckpt_dir/step_XXXXXXXX)` at the run's checkpoint cadence and, on
-    resume, `load_state` + `skip_first_batches` (checkpointing guide), plus evalkit's position file.
-  fp16 on CPU runs as Accelerate runs it (in fp32; evalkit's observers flag it).
-
-Known differences from the baseline that no documented option removes: `DEVIATIONS` below, one line each with its
-code (`STATE_DEVIATIONS`: Accelerate's process state, shared with the transformers Trainer); each job reports those
-that apply to it in its effective config's `deviations`. Defaults mode adds what its quick start does differently.
-
-Checkpoint loading: `load_state` reads the model with safetensors and the optimizer, scheduler, GradScaler
-and RNG files with `torch.load(weights_only=True)` (accelerate.utils.load, numpy RNG types allow-listed).
-Objects registered with `register_for_checkpointing` would be read with `weights_only=False`, so this
-adapter registers none: its loop position is plain JSON.
+The loop is the one Accelerate's documentation teaches (`prepare`, `accumulate`, `backward`, `clip_grad_norm_` on
+`sync_gradients`, `save_state` / `load_state`), its ranks started by `accelerate launch`. Nothing is monkeypatched.
+- `aligned`: every Accelerate knob touching the baseline's semantics set explicitly (`explicit_settings`), the data
+  in evalkit's per-rank order (checked at set-up).
+- `defaults`: Accelerate 1.16's quicktour and gradient accumulation guide line for line (`quick_start`, `departures`).
+A checkpoint directory without `evalkit_position.json` (written last) is incomplete; no object is registered with
+`register_for_checkpointing`, which would be loaded with `weights_only=False`.
+What no documented option aligns: `DEVIATIONS` (`STATE_DEVIATIONS`: Accelerate's process state, shared with the
+transformers Trainer). The full record: docs/wrappers/accelerate_loop.md.
 """
 from __future__ import annotations
 

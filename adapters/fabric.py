@@ -1,69 +1,12 @@
-"""Lightning `Fabric` on an evalkit task.
+"""Lightning `Fabric` on an evalkit task (`trainer=fabric`).
 
-Fabric is a toolkit, not a loop: the adapter writes the loop and lets Fabric own what Fabric owns, all
-through its documented API: processes and the process group (`Fabric(...)`, `fabric.launch()`), device
-placement and DDP wrapping (`fabric.setup`), data loading (`fabric.setup_dataloaders`), precision
-(`forward` under the precision plugin's autocast, `fabric.autocast()`, `fabric.backward` with the
-plugin's GradScaler), gradient-sync control (`fabric.no_backward_sync`), clipping
-(`fabric.clip_gradients`, which unscales first) and checkpoints (`fabric.save` / `fabric.load`). No
-monkeypatching.
-
-Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one rank is a plain `python train.py`; at
-several, `Fabric(devices=N)` + `fabric.launch()` under `python train.py`, where Lightning's launcher starts the other
-ranks. evalkit starts every rank with that launcher's variables (rank 0's included, the one departure), so
-`LightningEnvironment` sees processes created externally and `fabric.launch()` joins them, spawning nothing.
-
-Modes
-- `aligned`: the loop has the baseline's semantics exactly: windows of `grad_accum` micro-batches (the
-  last one of an epoch shorter, losses divided by the window's actual size; on a token task each weighted by its
-  target tokens over the window's on all ranks, the window fetched first), DDP gradient sync only on
-  a window's last backward, the loss computed under `fabric.autocast()` like the baseline's, clipping
-  with `error_if_nonfinite=False` (torch's default, the baseline's), the scheduler stepped once per
-  optimizer step, evalkit's sampler (`use_distributed_sampler=False`), validation calling evalkit's model
-  under `fabric.autocast()` in eval mode without grad, checkpoints holding model, optimizer, scheduler,
-  GradScaler (a `MixedPrecision` plugin built with our scaler on CUDA fp16), RNG states and the data
-  position, so a resumed run continues bit for bit.
-- `defaults`: the Fabric pages of the installed version (`quick_start`), line for line:
-  * "Convert PyTorch code to Fabric": `fabric = Fabric(accelerator, devices, strategy="ddp")` (accelerator and
-    devices translated from evalkit's hardware and world size, `precision` from its precision, the page's
-    strategy as written, also at world size 1), `fabric.launch()`, the optimizer built on the model
-    (`job.make_optimizer`, the user's code), `model, optimizer = fabric.setup(model, optimizer)`,
-    `dataloader = fabric.setup_dataloaders(DataLoader(dataset, batch_size=train.batch_size))` (no sampler, no
-    shuffle, no `drop_last`, as the page writes it; `num_workers` as the run asks): under DDP Fabric puts its
-    own `DistributedSampler(shuffle=False)` in, which pads the last round with repeated samples;
-    `model.train()` once before the loop, `fabric.backward(loss)`, `optimizer.step()`. The page's
-    `for epoch in range(20)` runs until `train.max_steps` optimizer steps;
-  * "Efficient Gradient Accumulation": `for iteration, batch in enumerate(dataloader)`,
-    `is_accumulating = iteration % grad_accum != 0`, forward and `fabric.backward(loss)` under
-    `fabric.no_backward_sync(model, enabled=is_accumulating)` with the loss NOT divided, and
-    `if not is_accumulating: optimizer.step(); optimizer.zero_grad()` (in place of the Convert page's
-    `optimizer.zero_grad()` at the top of each iteration, which cannot accumulate). So each epoch's first window
-    is its first batch alone, every other window sums the gradients of `grad_accum` batches, and an epoch's
-    leftover batches join the next epoch's first batch. Decision (`loss = ...` on the page): the simplest reading,
-    `loss = loss_fn(model(x), y)`, computed outside autocast on the fp32 output Fabric's module hands back;
-  * clipping ("Fabric Methods", `clip_gradients`): `fabric.clip_gradients(model, optimizer, max_norm=grad_clip)`
-    right before `optimizer.step()` only when the run sets `train.grad_clip` (its default
-    `error_if_nonfinite=True` stays); without it there is no call;
-  * the scheduler ("Fabric Methods", `setup`): built beside the optimizer (`job.make_scheduler`, the user's code)
-    and not handed to `fabric.setup` (the page does that only for strategies such as DeepSpeed). The pages do
-    not show where it steps; decision: evalkit's schedule counts optimizer steps, so `scheduler.step()` follows
-    each `optimizer.step()` (and `zero_grad()`);
-  * validation ("How to structure your code with Fabric", "Training, Validation, Testing"): the validation
-    loader set up like the training one, `validate(fabric, model, val_dataloader)` doing `model.eval()` and a
-    forward per batch, at the page's cadence: after every epoch with `epoch % validate_every_n_epoch == 0`
-    (`VALIDATE_EVERY_N_EPOCH`: the page leaves n; 1), the last, cut short at max_steps, included. Fabric has no
-    setting for a validation cadence (the loop is the user's code), so the run's `val_every` is not translated:
-    evalkit's one cadence rule (docs/adapters.md), and the `val.cadence` deviation says so. The page's `validate`
-    sets `model.eval()` and nothing sets
-    `model.train()` again (`train` calls it once, before its epoch loop): training after the first validation
-    runs in eval mode, as it does for a user of the page;
-  * checkpoints ("Saving and Loading Checkpoints"): `state = {"model", "optimizer", "scheduler", "step",
-    "epoch"}`, `fabric.save(path, state)` after the steps `job.should_checkpoint` names, `fabric.load(path,
-    state)` to resume (the data start again at Fabric's first pass: Fabric sets the sampler's epoch to its own
-    pass count, which no checkpoint holds).
-  What the pages write and evalkit owns (the model, the data, the loss module, the observation) is listed once,
-  in `departures`; what they do differently from the baseline, in `DEVIATIONS` (each with its code, reported in the
-  effective config's `deviations`).
+Fabric is a toolkit, not a loop: the adapter writes the loop and Fabric owns, through its documented API, the
+processes (`Fabric(...)`, `fabric.launch()`, joining the ranks evalkit starts), device placement and DDP
+(`fabric.setup`), data loading, precision, gradient-sync control, clipping and checkpoints. No monkeypatching.
+- `aligned`: a loop with the baseline's semantics exactly, so a resumed run continues bit for bit.
+- `defaults`: the Fabric pages of the installed version line for line, where the pages leave a choice the simplest
+  reading (`quick_start`, `departures`).
+What no documented option aligns: `DEVIATIONS`. The full record: docs/wrappers/fabric.md.
 """
 from __future__ import annotations
 
@@ -328,7 +271,7 @@ class FabricAdapter(WrapperAdapter):
             epoch, batch_in_epoch = epoch + 1, 0
 
     def _fit_defaults(self, job, fabric, model, optimizer, scheduler) -> None:
-        """The pages' loop (module docstring, `defaults`)."""
+        """The pages' loop (docs/wrappers/fabric.md, defaults mode)."""
         loss_fn = job.task.loss_fn
         dataloader = fabric.setup_dataloaders(DataLoader(job.task.train_set, batch_size=job.batch_size,
                                                          num_workers=job.num_workers))

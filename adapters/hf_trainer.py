@@ -1,114 +1,16 @@
-"""🤗 transformers `Trainer` + `TrainingArguments` on an evalkit task.
+"""🤗 transformers `Trainer` + `TrainingArguments` on an evalkit task (`trainer=hf_trainer`).
 
-evalkit's model instance is wrapped in a plain `nn.Module` (`TaskModule`) whose `forward(x, labels)` calls the
-task model and evalkit's loss module and returns `{"loss": ..., "logits": ...}`; a collator turns evalkit's
-`(x, y)` samples into `{"x": ..., "labels": ...}`. The hub is never contacted (`HF_HUB_OFFLINE=1` is set before
-transformers is imported); everything is written under `job.ckpt_dir` (the Trainer's `output_dir`). Nothing of
-the Trainer is monkeypatched: the only customisation is `EvalkitTrainer`, which overrides the two methods the
-Trainer documents for subclassing data loading (`get_train_dataloader`, `get_eval_dataloader`), and only in
-`aligned` mode (in `defaults` both defer to the Trainer's own).
-
-Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one rank is a plain `python train.py` (no
-launcher variable: one process, no DDP wrap); several CPU ranks are the CPU page's Intel MPI `mpirun` with
-MASTER_ADDR exported (torchrun on CUDA). `TrainingArguments` builds Accelerate's `PartialState` from the MPI
-variables (`use_cpu=True`, which is what makes a CPU run distributed at all) and the Trainer wraps the model in DDP.
-It never spawns processes.
-
-Modes
-- `aligned`: every `TrainingArguments` knob that touches the baseline's semantics is set explicitly
-  (`explicit_settings` in the effective config):
-  * data order: `get_train_dataloader` returns `accelerator.prepare(DataLoader(train_set,
-    sampler=GlobalOrderSampler, drop_last=True))`: evalkit's global order, which Accelerate's batch sharding
-    (`split_batches=False`, `even_batches=True`, `use_seedable_sampler=False`) turns into evalkit's per-rank
-    order (checked at set-up). On resume the sampler starts at the epoch the Trainer resumes in (the
-    Trainer's `set_epoch` does not reach a sampler under the skipping DataLoader at world size > 1);
-    `ignore_data_skip=False`, so the Trainer skips the batches already trained in that epoch;
-  * step units: `max_steps` counts optimizer steps; `eval_steps`/`save_steps` = `val_every`/`ckpt_every`
-    (`max_steps` when 0) with the step strategies, which also evaluate and save at the last step;
-  * accumulation: `gradient_accumulation_steps`; the Trainer ends a window at the end of the epoch and
-    divides each micro-batch loss by the window's actual size (`current_gradient_accumulation_steps`) as
-    the baseline does, because the model does not take loss kwargs and `average_tokens_across_devices=False`;
-    on a token task (`task.loss_terms`: tiny_lm) `compute_loss_func=TokenWindowLoss` divides each micro-batch's
-    summed token losses by the window's target tokens on every rank (`num_items_in_batch`,
-    `average_tokens_across_devices=True`), the baseline's token mean; a Trainer before 4.46 cannot (`loss_norm`);
-  * clipping: `max_grad_norm` (0 = off), applied by `accelerator.clip_grad_norm_` after unscaling;
-  * optimizer and scheduler: evalkit's, passed in as `optimizers=(optimizer, scheduler)`, the scheduler
-    stepped by the Trainer once per optimizer step;
-  * precision: `bf16` / `fp16`; fp16 on CPU (which the Trainer silently runs in fp32) is refused;
-  * DDP: `ddp_backend` gloo/NCCL at several ranks (none at one), `ddp_find_unused_parameters=False` (the
-    Trainer's default for a non-`PreTrainedModel` is True), `ddp_broadcast_buffers=True`, `ddp_bucket_cap_mb=25`;
-  * seeding: `seed=job.seed` (the Trainer always calls `set_seed(seed)` in `__init__`; evalkit already
-    seeded, so this re-seeds the global RNGs after the task was built: no effect on the data order,
-    which is evalkit's, nor on these tasks, which draw no random numbers while training);
-  * validation: `get_eval_dataloader` returns evalkit's validation shards (`job.val_loader()`'s sampler),
-    not re-sharded; `prediction_loss_only=True`; the Trainer calls the model in eval mode under no_grad
-    and also reports its own `eval_loss` (kept in the effective config's `log_history`);
-  * checkpoints: `output_dir=ckpt_dir/checkpoint-<step>` with model (safetensors), optimizer, scheduler,
-    scaler, RNG state per rank and `trainer_state.json`; resume: `train(resume_from_checkpoint=...)`.
-- `defaults`: the quick start of transformers 5.24.0 (`quick_start`): the fine-tuning tutorial's
-  `TrainingArguments(...)`, `Trainer(model, args, train_dataset, eval_dataset, processing_class, data_collator)`
-  and `trainer.train()`, line for line, with evalkit's `train.*` settings translated into the arguments the
-  `TrainingArguments` reference documents for them. The Trainer builds its own optimizer and scheduler
-  (`create_optimizer_and_scheduler`; no `optimizers=` is passed). Line by line:
-  * `output_dir` -> `job.ckpt_dir`; `num_train_epochs=3` -> `max_steps=train.max_steps` (the documented
-    override of the epoch count); `per_device_train_batch_size`, `gradient_accumulation_steps` -> the run's;
-    `bf16=True` -> `bf16=True` only when the run asks bf16_mixed (`fp16=True` for fp16_mixed, which the Trainer
-    runs in fp32 on CPU without a word); `learning_rate` -> `train.lr`; `logging_steps=10` as written;
-    `eval_strategy`/`save_strategy="epoch"` -> `"steps"` with `eval_steps` = `train.val_every` (`max_steps` when 0:
-    only at the end) and `save_steps` = `eval_steps`: the page saves at every evaluation, and its
-    `load_best_model_at_end=True` (kept: it decides the weights the user ends with) requires saving on the evaluation
-    cadence, so the run's `ckpt_every` is not used in this mode; after training the Trainer loads the checkpoint with
-    the best `eval_loss` back into the model (`model.best_loaded`);
-  * the recipe, through the reference's arguments: `weight_decay` (the Trainer decays only the parameters
-    `get_decay_parameter_names` returns: not biases, not norm weights); `optim`: `sgd` -> `"sgd"` with
-    `optim_args="momentum=<train.momentum>"`; `adamw` -> left out: the default, `"adamw_torch_fused"` on
-    torch >= 2.8, is AdamW; `adam` -> the same when `weight_decay` is 0 (AdamW without decay is Adam), refused
-    (UnsupportedCombination, DOCUMENTED) with a weight decay, since no `optim` is Adam with an L2 term;
-    `adam_beta1`/`adam_beta2` = `train.betas` (AdamW); `lr_scheduler_type` + `warmup_steps` =
-    `train.warmup_steps`: linear -> `"linear"` (`min_lr_ratio` > 0: `"polynomial"` with
-    `lr_scheduler_kwargs={"lr_end": lr * ratio, "power": 1.0}`, the same straight line), cosine -> `"cosine"`
-    (`min_lr_ratio` > 0: `"cosine_with_min_lr"` with `{"min_lr_rate": ratio}`), constant ->
-    `"constant_with_warmup"`. Every one of them warms up from LR 0 (`step / warmup_steps`), one step behind
-    evalkit's `(s + 1) / warmup`;
-  * `max_grad_norm` only when the run sets `train.grad_clip`: without it the Trainer clips at its default 1.0;
-  * `use_cpu=True` when evalkit's device is the CPU: the reference's argument for training on the CPU (the
-    "Distributed CPUs" guide writes it as `--no_cuda`). Decision: a translation of `hardware=cpu`, not a
-    departure; without it the Trainer under the page's mpirun (or torchrun) on CPU stays non-distributed (parallel
-    mode NOT_PARALLEL, world size 1 on every rank: each rank trains on all the data, without gradient sync);
-  * left to the Trainer: `seed=42` (so every evalkit seed gets the same data order), its seedable random
-    sampler, its sharded, padded evaluation loader with `per_device_eval_batch_size=8`, `report_to="none"`
-    (5.24's default), DDP with `find_unused_parameters=True` (its default for a plain `nn.Module`), pinned
-    memory, tqdm. What the page writes and evalkit replaces (model, data, `gradient_checkpointing`, the hub) is
-    listed once, in `departures`;
-  * the model: on a token task, which loss path the Trainer takes depends on the model's forward alone, so the
-    stand-in decides what the probe sees (transformers 5.24.0, trainer.py): `Trainer.__init__` sets
-    `model_accepts_loss_kwargs` from the model's `accepts_loss_kwargs` or, without one, from a `**kwargs` in its
-    forward's signature (lines 517-524); only then does `_get_num_items_in_batch` count the window's target tokens
-    (lines 2316-2327: or with a `compute_loss_func`), `compute_loss` pass them as `num_items_in_batch` (2167-2170)
-    and `training_step` leave the loss undivided (2112-2119); otherwise each micro-batch's loss is divided by
-    `current_gradient_accumulation_steps` (the window's micro-batch count, 1885): a mean of micro-batch means. The
-    page's `AutoModelForCausalLM` is a `PreTrainedModel` whose forward takes `**kwargs` (`ForCausalLMLoss` divides
-    by the count); a model of the user's own is a `torch.nn.Module` that "works the same way as the 🤗 Transformers
-    models" (the `Trainer` docstring's `model` argument, lines 270-272): it returns a loss when given labels, and
-    nothing there asks for `**kwargs` or `accepts_loss_kwargs`. Decision: the defaults run hands the Trainer such a
-    model, `TaskModule` (`forward(x, labels)`, no `**kwargs`), because evalkit's model IS a team's own
-    `nn.Module` (the departure below) and this is the path a team bringing its model meets: on the token caliber the
-    probe finds `loss_norm.micro_mean`, declared as the `loss_norm.micro_mean` deviation. `trainer.options.loss_kwargs:
-    true` (defaults mode, token tasks; ignored in aligned mode, which passes `compute_loss_func`) hands it
-    `CausalLMTaskModule` instead, the page's causal LM's path: forward(**kwargs), its summed token losses over the
-    `num_items_in_batch` it is given (summed over the ranks: `average_tokens_across_devices` defaults to True), the
-    token mean over the window. An older Trainer (before 4.46) passes no count to either and averages micro-batch
-    means (`loss_norm`).
-
-Known differences that no documented option removes: `DEVIATIONS` below, one line each with its code, reported in
-the effective config's `deviations` (with Accelerate's process state, `STATE_DEVIATIONS`, where it applies).
-Distributed evaluation gathers the loss after every batch, so ranks must see equal numbers of validation batches:
-in aligned mode a validation split whose evalkit shards give ranks unequal batch counts is refused
-(UnsupportedCombination).
-
-Checkpoint loading: transformers loads the model with safetensors and optimizer, scheduler, scaler and RNG
-with `torch.load(weights_only=True)`; `training_args.bin` (a pickle of the arguments) is written but never
-loaded on resume; `trainer_state.json` is JSON.
+evalkit's model and loss go in a plain `nn.Module` (`TaskModule`: `forward(x, labels)` returns the loss), a collator
+turns `(x, y)` into `{"x", "labels"}`, and `trainer.train()` runs under `job.ckpt_dir`, the hub never contacted
+(`HF_HUB_OFFLINE=1` before transformers is imported). Nothing is monkeypatched: `EvalkitTrainer` overrides only the
+documented data-loading methods, and only in aligned mode.
+- `aligned`: every `TrainingArguments` knob touching the baseline's semantics set explicitly, with evalkit's
+  optimizer, scheduler, data order and validation shards (`explicit_settings`).
+- `defaults`: transformers 5.24.0's fine-tuning tutorial line for line; the Trainer builds its own optimizer and
+  scheduler (`quick_start`, `departures`).
+On a token task the model's forward signature alone picks the Trainer's loss path (a `**kwargs` gets the window's
+token count): `TaskModule` takes none, `CausalLMTaskModule` (`trainer.options.loss_kwargs`) does.
+The full record (launch, each mode line by line, the Trainer's lines cited): docs/wrappers/hf_trainer.md.
 """
 from __future__ import annotations
 
@@ -264,8 +166,8 @@ class CausalLMTaskModule(TaskModule):
 
 def task_module(job: TrainJob, mode: str, loss_kwargs: bool = False) -> TaskModule:
     """The model the Trainer is given: evalkit's model and loss alone, a plain `forward(x, labels)` as a team's own
-    model is (module docstring, `defaults`); with `loss_kwargs` in defaults mode on a token task, one that takes loss
-    keyword arguments as the quick start's causal LM does (`trainer.options.loss_kwargs`)."""
+    model is (docs/wrappers/hf_trainer.md, defaults mode); with `loss_kwargs` in defaults mode on a token task, one
+    that takes loss keyword arguments as the quick start's causal LM does (`trainer.options.loss_kwargs`)."""
     model = job.task.model.to(job.device)
     if mode == "defaults" and loss_kwargs and job.task.loss_terms is not None:
         return CausalLMTaskModule(model, job.task.loss_fn, job.task.loss_terms)
@@ -545,8 +447,8 @@ class HFTrainerAdapter(WrapperAdapter):
 
     @staticmethod
     def _quick_start_arguments(job: TrainJob) -> dict[str, Any]:
-        """The fine-tuning tutorial's TrainingArguments with the run's settings in them (module docstring,
-        `defaults`): nothing the run does not ask for, so every other argument keeps the Trainer's default."""
+        """The fine-tuning tutorial's TrainingArguments with the run's settings in them (docs/wrappers/hf_trainer.md,
+        defaults mode): nothing the run does not ask for, so every other argument keeps the Trainer's default."""
         return {
             "output_dir": job.ckpt_dir, "max_steps": job.max_steps,
             "per_device_train_batch_size": job.batch_size, "gradient_accumulation_steps": job.grad_accum,

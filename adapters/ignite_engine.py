@@ -1,85 +1,15 @@
-"""PyTorch-Ignite: an `Engine` with Ignite's handlers on an evalkit task.
+"""PyTorch-Ignite: an `Engine` with Ignite's handlers on an evalkit task (`trainer=ignite`).
 
-Ignite is a small event engine: the update step is user code, and Ignite contributes the run loop, events
-and event filters, handlers (`Checkpoint`/`DiskSaver`, `LRScheduler`, metrics, an evaluator engine) and
-`ignite.distributed` (`idist.Parallel`, `auto_model`, `auto_optim`, `auto_dataloader`). Nothing of Ignite is
-monkeypatched.
-
-Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one rank is a plain `python train.py`;
-several run under torchrun, where `idist.Parallel(backend)` joins the process group (gloo on CPU, NCCL on CUDA) and
-never spawns (no `nproc_per_node`: Parallel's "only initialize a processing group ... with tools like torchrun").
-At world size 1 no backend is given, as the baseline initialises no process group for one process.
-
-Modes
-- `aligned` (`explicit_settings` in the effective config):
-  * step units: one Engine iteration = one optimizer step. The Engine's data is `_Windows`: evalkit's
-    per-rank micro-batches (`job.train_loader(epoch, start_batch)`) grouped into accumulation windows of
-    `grad_accum` micro-batches, the last window of an epoch shorter, exactly as the baseline cuts them;
-    `epoch_length` = windows per epoch, `max_iters = max_steps`; validation and checkpoint cadence are
-    `Events.ITERATION_COMPLETED(event_filter=...)` on the optimizer-step count;
-  * the update function (Ignite's documented way to customise training) follows the baseline: autocast
-    per `job.precision`, each micro-batch loss divided by the window's actual size (on a token task weighted by its
-    target tokens over the window's on all ranks: the window is already fetched), DDP `no_sync` on all
-    but the last micro-batch, `GradScaler` (torch defaults; fp16 on CPU works with torch.amp, so it is
-    run, not refused), unscale then clip the global L2 norm, step, `zero_grad(set_to_none=True)`;
-  * scheduler: evalkit's torch scheduler stepped by an `ITERATION_COMPLETED` handler (once per optimizer
-    step, also when GradScaler skipped the step), registered before validation and checkpointing, so the
-    order within a step is the baseline's;
-  * validation: `create_supervised_evaluator` on the unwrapped model (eval mode, no_grad, autocast through
-    `model_fn`) over `job.val_loader()`, with Ignite's own `Loss` metric (synchronised over ranks) kept in
-    the effective config;
-  * DDP: `idist.auto_model` (DDP with `find_unused_parameters=False`, buffers broadcast) only when
-    world size > 1 (at world size 1 `auto_model` would wrap `DataParallel` on a multi-GPU host);
-    `idist.auto_optim` (a no-op for native torch distributed);
-  * seeding: none (Ignite's `manual_seed`/`DeterministicEngine` are not used: evalkit seeded the process);
-  * checkpoints: `Checkpoint({model, optimizer, lr_scheduler, scaler, trainer, rng}, DiskSaver(ckpt_dir,
-    atomic=True), filename_pattern="step_{global_step:08d}.pt", n_saved=None)`; `rng` is a small stateful
-    object holding evalkit's RNG capture (torch/python/numpy/CUDA). Resume: `Checkpoint.load_objects`
-    (Ignite reads the file with `torch.load(weights_only=True)`), the Engine state restores the iteration;
-    a plain `Engine` does not fast-forward its data on resume, so `_Windows` starts at the saved position
-    (derived from the restored iteration).
-- `defaults`: Ignite's quick start ("Getting Started", pytorch-ignite.ai), line for line (`quick_start` names the
-  pages; where evalkit owns the model, the data or the observation, `departures` says so):
-  * `device`, the model and the loaders through `ignite.distributed`, as the distributed tutorial writes them
-    for the quick start's single-process lines: `idist.device()`, `idist.auto_model(model)`,
-    `idist.auto_optim(optimizer)`, `idist.auto_dataloader(train_set, batch_size=batch_size * world_size,
-    shuffle=True)` (with the tutorial's `drop_last=True` at several ranks, and its `setup_common_training_handlers`'s
-    `train_sampler.set_epoch(epoch - 1)` on every `EPOCH_STARTED`) and `idist.auto_dataloader(val_set,
-    batch_size=batch_size * world_size, shuffle=False)` (auto_dataloader divides the batch by the world size; at
-    world size 1 each is the page's own line: `DataLoader(..., shuffle=True)`, `model.to(device)`), under
-    `idist.Parallel` (see Processes);
-  * optimizer `job.make_optimizer(model.parameters())` (the page's `torch.optim.RMSprop(...)` line is the
-    user's own code: the run's optimizer), criterion the task's loss (`loss_function`);
-  * `trainer = create_supervised_trainer(model, optimizer, criterion, device)` with only what the run asks for
-    through its own arguments: `gradient_accumulation_steps=grad_accum` when above 1 (Ignite's gradient
-    accumulation how-to: windows counted on the engine's global iteration, so they run across epoch ends, and
-    each loss divided by grad_accum), `amp_mode="amp"` for a mixed-precision run and `scaler=True` for fp16;
-    `create_supervised_trainer` has no clipping argument, so a run's `train.grad_clip` is not applied (not
-    refused: its report says so);
-  * `val_metrics = {"loss": Loss(criterion)}`; `train_evaluator` and `val_evaluator` both
-    `create_supervised_evaluator(model, metrics=val_metrics, device=device)` (`amp_mode` as the trainer's);
-  * the page's handlers: `log_training_loss` on `Events.ITERATION_COMPLETED(every=log_interval)` with the
-    page's `log_interval = 100` (it prints), `log_training_results` (`train_evaluator.run(train_loader)`) and
-    `log_validation_results` (`val_evaluator.run(val_loader)`), both printing, at the run's validation cadence
-    translated through Ignite's own event filter (the page's `Events.ITERATION_COMPLETED(every=...)`, which it uses
-    for logging): after every `val_every * grad_accum` iterations (an optimizer step ends every grad_accum-th) and
-    the last, instead of the page's `Events.EPOCH_COMPLETED` (evalkit's one cadence rule: a wrapper's own setting
-    where it has one; docs/adapters.md);
-  * the run's schedule: `LRScheduler(job.make_scheduler(optimizer))` on `Events.ITERATION_STARTED`, the way
-    `LRScheduler`'s documentation attaches it (it sets the LR from `get_lr()` before every iteration, that is
-    every micro-batch, and never calls `scheduler.step()`);
-  * `trainer.run(train_loader, max_iters=max_steps * grad_accum)`: the page's `max_epochs` bounds the run in
-    epochs, evalkit's run in optimizer steps; `Engine.run`'s documented `max_iters` (mutually exclusive with
-    `max_epochs`) is the simplest reading that keeps `max_steps` (an optimizer step ends every grad_accum-th
-    iteration); an epoch ends where the loader runs out (no drop_last);
-  * checkpoints: `Checkpoint({model, optimizer, trainer, lr_scheduler}, DiskSaver(ckpt_dir), n_saved=None)` at
-    the run's checkpoint cadence (every `ckpt_every * grad_accum` iterations and at `max_iters`), loaded with
-    `Checkpoint.load_objects` as Ignite's checkpoint how-to does.
-  Ignite's `amp_mode="amp"` autocasts with device "cuda" (fp16), so on CPU it warns and runs fp32 and on CUDA a
-  bf16 request runs fp16, without loss scaling; evalkit's observers flag both.
-
-Known differences from the baseline: none in aligned mode; in defaults mode `DEVIATIONS` below (one line each with
-its code), reported in the effective config's `deviations` as they apply to the job.
+The update step is user code; Ignite contributes the run loop, events and event filters, handlers (`Checkpoint`,
+`LRScheduler`, metrics, an evaluator) and `ignite.distributed`, whose `idist.Parallel` joins torchrun's ranks without
+spawning. Nothing is monkeypatched.
+- `aligned`: one Engine iteration is one optimizer step over `_Windows` (evalkit's micro-batches cut into the
+  baseline's windows), the update function the baseline's (`explicit_settings`). A plain `Engine` does not
+  fast-forward its data on resume, so `_Windows` starts at the position derived from the restored iteration.
+- `defaults`: Ignite's "Getting Started" page line for line, through `ignite.distributed` (`quick_start`,
+  `departures`).
+Known differences: none in aligned mode; defaults mode's are `DEVIATIONS`.
+The full record: docs/wrappers/ignite_engine.md.
 """
 from __future__ import annotations
 

@@ -1,63 +1,13 @@
-"""Lightning `Trainer` + `LightningModule` on an evalkit task.
+"""Lightning `Trainer` + `LightningModule` on an evalkit task (`trainer=lightning`).
 
-The adapter wraps evalkit's model instance in a thin `LightningModule` (the training step calls evalkit's
-loss module; `configure_optimizers` returns evalkit's optimizer and scheduler) and lets `Trainer.fit` run
-the loop. It never monkeypatches Lightning: everything below is set through documented `Trainer` flags,
-callbacks, `LightningModule` hooks and the documented resumable-dataloader interface
-(`state_dict`/`load_state_dict` on the training DataLoader).
-
-Processes: as the docs launch them (`trainer.launch`, evalkit.launchers): one rank is a plain `python train.py`; at
-several, `Trainer(devices=N)` under `python train.py`, where Lightning's own launcher starts the other ranks. evalkit
-starts every rank itself with the variables that launcher gives them (MASTER_ADDR, MASTER_PORT, NODE_RANK,
-LOCAL_RANK, WORLD_SIZE; rank 0's included, the one departure), so Lightning's `LightningEnvironment` sees processes
-created externally and joins them instead of spawning (devices = the ranks per node, num_nodes = the nodes).
-
-Modes
-- `aligned`: every Trainer knob that affects the baseline's semantics is set explicitly (see
-  `explicit_settings` in the effective config): step units (`max_steps` = optimizer steps, validation
-  interval in batches = `val_every * grad_accum` with `check_val_every_n_epoch=None`), evalkit's sampler
-  (`use_distributed_sampler=False`), per-step scheduler interval, clipping by global L2 norm (after
-  unscaling, which Lightning's AMP plugin does), no sanity validation, validation under `no_grad`
-  (`inference_mode=False`), no logger, checkpoints of every `ckpt_every` steps kept, the data position
-  (resumable DataLoader) and the RNG state (`on_save_checkpoint`) stored in Lightning's checkpoint.
-- `defaults`: the Lightning pages of the installed version (`quick_start`), line for line:
-  * "Lightning in 15 minutes": a `LightningModule` whose `training_step` computes the loss, logs it with
-    `self.log("train_loss", loss)` (every step, through Lightning's default logger) and returns it;
-    `configure_optimizers` building the optimizer (`job.make_optimizer`, the user's code);
-    `train_loader = DataLoader(dataset)` (batch size the run's, `num_workers` as the run asks; no sampler, no
-    shuffle, no `drop_last`, as the page writes it: on one device the dataset's order every epoch; under DDP
-    Lightning puts in its own `DistributedSampler(shuffle=True, seed=0)` for the training loader (shuffle=True
-    whatever the loader's sampler, the seed `PL_GLOBAL_SEED` or 0, not the run's), which pads the last round with
-    repeated samples);
-    `trainer = L.Trainer(...)` and `trainer.fit(model, train_loader, valid_loader)`. The page's
-    `L.Trainer(limit_train_batches=100, max_epochs=1)` ("helpful Trainer arguments for rapid idea iteration")
-    becomes the run's `max_steps`: decision, the simplest reading of the hint, since the run sets how long it
-    trains and no run asks to cut its epochs;
-  * "Validate and test a model (basic)": `validation_step` logging `self.log("val_loss", val_loss)`,
-    `valid_loader = DataLoader(valid_set)` passed to `fit`;
-  * the `LightningModule.configure_optimizers` reference: `{"optimizer": optimizer, "lr_scheduler": scheduler}`
-    (`job.make_scheduler`, the user's code), whose `lr_scheduler_config` defaults to `interval="epoch"`: Lightning
-    steps the scheduler once per EPOCH;
-  * the `Trainer` flags reference, for the run's settings: `accelerator`, `devices` (world size), `precision`,
-    `max_steps`, `accumulate_grad_batches`, `gradient_clip_val` only when the run sets `train.grad_clip`
-    (otherwise Lightning does not clip), and the validation cadence: `val_check_interval = val_every *
-    accumulate_grad_batches` (an int counts training batches) with `check_val_every_n_epoch=None` (the reference's
-    setting for counting across epochs); with `val_every=0` neither, so Lightning validates at each epoch's end.
-    Everything else is Lightning's default: the sanity check (`num_sanity_val_steps=2`), the default logger,
-    the progress bar and model summary, `inference_mode` validation, its distributed sampler;
-  * "Customize checkpointing behavior (intermediate)": `ModelCheckpoint(every_n_train_steps=ckpt_every)` (with
-    `ckpt_every=0` no `every_n_train_steps`, so Lightning's own cadence applies: a checkpoint at each epoch's end
-    or validation, the latest kept); resume with `trainer.fit(..., ckpt_path=...)` ("Saving and loading
-    checkpoints (basic)").
-  No `trainer.validate()` after `fit` and no checkpoint of the adapter's own: a run whose last step is not a
-  multiple of `val_every` / `ckpt_every` ends unvalidated / without a checkpoint of that step, as a user's does.
-  What the pages write and evalkit owns (the model, the data, the loss module, where files go) is listed once, in
-  `departures`.
-
-Known differences from the baseline that cannot be set away with a documented option: `DEVIATIONS` below, one line
-each with its code, reported in the effective config's `deviations` as they apply to the job. In aligned mode the
-validation at the end, when `max_steps` is not a multiple of `val_every`, is a `trainer.validate()` call after `fit`
-(Lightning's loop has no "validate at the last step" option).
+A thin `LightningModule` wraps evalkit's model (its training step calls evalkit's loss module, `configure_optimizers`
+returns evalkit's optimizer and scheduler) and `Trainer.fit` runs the loop. Nothing is monkeypatched: only documented
+`Trainer` flags, callbacks, `LightningModule` hooks and the resumable-DataLoader interface. evalkit starts every rank
+with the variables Lightning's launcher gives them, so `LightningEnvironment` joins them instead of spawning.
+- `aligned`: every Trainer knob touching the baseline's semantics set explicitly (`explicit_settings`); the final
+  validation, when `max_steps` is not a multiple of `val_every`, is a `trainer.validate()` after `fit`.
+- `defaults`: the Lightning pages of the installed version line for line (`quick_start`, `departures`).
+What no documented option aligns: `DEVIATIONS`. The full record: docs/wrappers/lightning_trainer.md.
 """
 from __future__ import annotations
 
@@ -428,7 +378,7 @@ class LightningAdapter(WrapperAdapter):
 
     def _defaults_flags(self, job: TrainJob, precision: str) -> dict[str, Any]:
         """The Trainer's arguments in the quick start: the run's settings translated into the flags the reference
-        documents for them, nothing the run does not ask for (module docstring, `defaults`)."""
+        documents for them, nothing the run does not ask for (docs/wrappers/lightning_trainer.md, defaults mode)."""
         from lightning.pytorch.callbacks import ModelCheckpoint
 
         every = {"every_n_train_steps": job.ckpt_every} if job.ckpt_every else {}

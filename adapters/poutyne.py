@@ -1,64 +1,13 @@
-"""Poutyne: `Model.fit_generator` / `Model.fit` with Poutyne's callbacks on an evalkit task.
+"""Poutyne: `Model.fit_generator` / `Model.fit` with Poutyne's callbacks on an evalkit task (`trainer=poutyne`).
 
-Poutyne's `Model` holds a network, an optimizer and a loss function and runs the loop: epochs of batches, gradient
-accumulation (`batches_per_step`), validation after each epoch, and callbacks on epoch, batch and backward events.
-Nothing of Poutyne is monkeypatched: everything below goes through `Model`'s documented arguments and methods, its
-`Callback` events and the training generator `fit_generator` documents (an iterable whose iterator may end early).
-
-Processes: Poutyne trains in one process. Its only multi-device mode is `Model.to([devices])` / `"all"`, which
-`Model.to` documents as `torch.nn.parallel.data_parallel` inside that process; it has no multi-process data
-parallelism. A run at world size > 1 is refused in both modes (UnsupportedCombination, documented-unsupported,
-naming that page): wrapping the network in DDP here would be evalkit's DDP, not Poutyne's.
-
-Modes
-- `aligned` (`explicit_settings` in the effective config):
-  * `Model(job.task.model, job.make_optimizer(...), loss, device=job.device)`: evalkit's optimizer and the task's
-    loss module, which Poutyne takes as they are;
-  * data and windows: `fit_generator` over `_Batches`, evalkit's per-rank micro-batches (`job.train_loader(epoch,
-    start_batch)`), one Poutyne epoch per evalkit epoch, `batches_per_step=grad_accum`. Poutyne's windows restart
-    at each epoch and the epoch's shorter last window gets its own optimizer step, as the baseline's do; Poutyne
-    divides the window's summed `loss * batch size` gradient by its samples, which is the baseline's division by
-    the window's size since evalkit's micro-batches all have one size (drop_last). On a token task each
-    micro-batch is handed as `({'inputs': x, 'batch_size': its target tokens}, {'targets': y})`: Poutyne's
-    `get_batch_size` reads a dict's `'batch_size'`, so `batches_per_step` weighs each micro-batch's loss by its
-    tokens and divides by the window's, the baseline's token mean over the window (the network and the loss
-    function Poutyne calls take the inputs and targets out of the dicts);
-  * steps: Poutyne reads `model.stop_training` only after an epoch, so `_Batches` ends its epoch at the next window
-    boundary once the flag is set; the adapter sets it at `max_steps`, and a callback that sets it stops training
-    after the step it was set in, as the baseline's `after_optimizer_step` does;
-  * Poutyne has no event after an optimizer step (`on_train_batch_end` runs per micro-batch; the epoch's short last
-    window steps after its last batch's). The first callback notices each step (every `grad_accum`-th batch of an
-    epoch, and in `on_epoch_end` a short last window) and steps evalkit's torch scheduler; the user's callbacks
-    come next; the last one validates at `job.should_validate` and at a stop, then checkpoints at
-    `job.should_checkpoint`: the baseline's order. Validation is `model.predict_generator(job.val_loader())` (eval
-    mode, no grad, the network alone): `evaluate_generator` inside an epoch would add the epoch's training batches
-    to the loss it reports (Poutyne's loss accumulator is one for training and evaluation) and reset them;
-  * clipping: `clip_grad_norm_` in a torch optimizer step pre-hook, after Poutyne's division (its `ClipNorm`
-    callback clips in `on_backward_end`, each micro-batch's running sum before that division);
-  * precision: fp32 as is; bf16: the network and loss function are called under `torch.autocast` (Poutyne has no
-    precision option); fp16 is refused: Poutyne calls `loss.backward()` and `optimizer.step()` itself, so no
-    GradScaler can scale the loss or skip an inf/nan step;
-  * checkpoints: `step_<n>.ckpt` (`Model.save_weights`), `step_<n>.optim` (`Model.save_optimizer_state`), each
-    written to a temporary file and renamed, then `step_<n>.pt` (scheduler, RNG, data position, step; evalkit's
-    `atomic_save` with its checksum). Resume: `Model.load_weights`, `Model.load_optimizer_state`, the state file.
-- `defaults`: Poutyne's quick start for 1.19.0 ("Getting started: few seconds to Poutyne", the package's own
-  description), line for line:
-  * `device`: the run's (the page picks `cuda:0` when there is one, else the CPU);
-  * `model = Model(network, <optimizer>, <loss>, device=device)`; the page's `'sgd'` is the run's optimizer
-    through the form `Model` documents (`{'optim': name, **arguments}`: Poutyne builds it);
-  * `model.fit(train_x, train_y, validation_data=(valid_x, valid_y), epochs=..., batch_size=...)` (Poutyne's
-    `DataLoader(..., shuffle=True)`, no drop_last, validation after every epoch), with the run's batch size,
-    `batches_per_step=grad_accum` when above 1 (the documented accumulation), and `epochs` the fewest whole epochs
-    that hold `max_steps`: Poutyne bounds a run in epochs and stops only at an epoch's end;
-  * the run's schedule as the callbacks page writes one: `LambdaLR(lr_lambda=<the run's schedule>)`, which steps
-    at every epoch's end; `ClipNorm(network.parameters(), grad_clip)` only when the run clips;
-  * checkpoints (the page has none; evalkit's resume needs them): `ModelCheckpoint`, `OptimizerCheckpoint` and
-    `LRSchedulerCheckpoint` after every epoch, resumed with `load_weights`, `load_optimizer_state`,
-    `lr_scheduler.load_state` and `fit(..., initial_epoch=...)`.
-  Where evalkit owns the model, the data or the observation, `departures` says so.
-
-Known differences from the baseline: none in aligned mode; in defaults mode `DEVIATIONS` below (one line each with
-its code), reported in the effective config's `deviations` as they apply to the job.
+Poutyne's `Model` holds the network, optimizer and loss and runs the loop (epochs, `batches_per_step` accumulation,
+callbacks); everything goes through its documented arguments, methods and `Callback` events, nothing monkeypatched.
+It trains in one process: world size > 1 is refused as documented-unsupported.
+- `aligned`: `fit_generator` over `_Batches` (evalkit's micro-batches, ending an epoch at the next window boundary
+  once `stop_training` is set, since Poutyne reads it only after an epoch); a first callback detects each optimizer
+  step (Poutyne has no event for it) and steps the scheduler (`explicit_settings`).
+- `defaults`: Poutyne 1.19.0's "few seconds to Poutyne" page line for line (`quick_start`, `departures`).
+Known differences: none in aligned mode; defaults mode's are `DEVIATIONS`. The full record: docs/wrappers/poutyne.md.
 """
 from __future__ import annotations
 

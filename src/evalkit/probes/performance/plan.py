@@ -1,14 +1,14 @@
 """The performance probe's plan: at each model size a baseline job and a wrapper job, all run together.
 
 The sizes are depths (`task.depth` of mlp_regression, every hidden layer `probe.performance.hidden` wide): the step
-time grows with the depth while every tensor keeps its size. Wider layers were measured and refused: at hidden 1024 (4
-MiB per weight and gradient) two identical copies of the baseline differed by up to 23 % in step time and 12 MiB in
-training memory, run after run (what the C allocator does with large blocks differs from one process to the next); at
-hidden 256 and depth 32 they differed by 0.5-1.1 % (docs/probes/performance.md). Each size gets one baseline job and
-one wrapper job; the runner starts all of them one after another and lets them take turns (`schedule.py`). Every job
-trains with the light `timing` observation profile, no validation or checkpoint, its workers pinned to the same cores
-as every other job's (cpus.pinned_cpus): the jobs never run at once, each waits at the turn table while
-another's block runs. `train.max_steps` is only a cap: the turn table ends the jobs when the measurement is decided.
+time grows with the depth while every tensor keeps its size. Wider layers were measured and refused: there two
+identical copies of the baseline differ far more in step time and training memory, run after run (what the C
+allocator does with large blocks differs from one process to the next); the figures: docs/probes/performance.md,
+"Thresholds and their calibration". Each size gets one baseline job and one wrapper job; the runner starts all of
+them one after another and lets them take turns (`schedule.py`). Every job trains with the light `timing` observation
+profile, no validation or checkpoint, its workers pinned to the same cores as every other job's (cpus.pinned_cpus):
+the jobs never run at once, each waits at the turn table while another's block runs. `train.max_steps` is only a cap:
+the turn table ends the jobs when the measurement is decided.
 """
 from __future__ import annotations
 

@@ -13,14 +13,10 @@ computed on a float64 copy of the task's model at the OBSERVED parameters before
 step 1), for the samples the observers SAW and the OBSERVED LR, so that an order or LR difference is named once and
 does not cascade into update findings.
 
-Tolerance (calibrated on real baseline runs; parameters are stored as float32 values): an update matches when
-`|Δobs - Δpred| <= UPDATE_REL_TOL * |Δpred| + ULP_FACTOR * |ulp(θ_k)|` (norms over all parameters). Measured on
-the baseline, Fabric and HF Trainer (aligned) at the truth caliber, 40 steps each: |Δobs - Δpred| is at most
-0.31 |ulp(θ_k)| and 5e-5 |Δpred| (the stored float32 parameters' rounding dominates), at most 0.06 of the
-allowance (0.066 on the baseline's clip job at world size 2, whose updates clipped to a norm of 0.07 are small beside
-that rounding: 1.6e-4 |Δpred|); the smallest semantic difference probed (a 0.9x update) is 1e-1 |Δpred|, 500
-times the relative term.
-LRs match within LR_REL_TOL relative (they are recorded as the optimizer's float64 values: measured error 0).
+Tolerance (parameters are stored as float32 values): an update matches when
+`|Δobs - Δpred| <= UPDATE_REL_TOL * |Δpred| + ULP_FACTOR * |ulp(θ_k)|` (norms over all parameters); LRs match within
+LR_REL_TOL relative (they are recorded as the optimizer's float64 values). Its calibration on real baseline and
+wrapper runs, with the figures: docs/probes/semantics.md, "Thresholds and their calibration".
 """
 from __future__ import annotations
 

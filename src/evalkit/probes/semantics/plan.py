@@ -9,24 +9,24 @@ evalkit's own shards (10 and 9) still give both ranks 3 batches. Per world size,
 with clipping at a norm that binds on most of its steps, and already on most windows' partial sums, so that clipping
 per micro-batch shows (the lowest decile of the windows' largest partial sums along the oracle's own run at the clip
 job's seed: `oracle.clip_norm_for`), with another seed, so that a data order which ignores evalkit's seed shows as
-the same order under two seeds. Every job is stopped and failed past 120 s (the slowest measured here: about 15 s,
-the Lightning quick start's at world size 1, start-up included): a wrapper that never completes a window must not
-hang the probe. With `probe.optimizers` holding adamw, one more job at the smallest world size: AdamW with weight
-decay (`ADAMW`), another seed again, so that the optimizer's param groups, decay and moments are replayed too
-(`update_rule`): a wrapper that builds its own optimizer shows which parameters it leaves undecayed. Its model is
-handed over in eval mode, as `from_pretrained` returns one: training forwards must still run in train mode (a loop
-that never calls `model.train()` trains with dropout off; the caliber's MLP has none, so only the mode differs and
-the oracle still holds). With `probe.short_epoch`, one more SGD job at the smallest world size, another seed again,
-whose epochs hold fewer micro-batches than one accumulation window (`short_epoch`: 2 per rank, with 3 per window): a
-careful loop steps once per epoch on a short window of 2; a loop that counts windows across epochs, drops the short
-window or carries its gradient into the next epoch shows it on every step, not once per epoch. With `probe.tokens`,
-one more SGD job at the smallest world size, another seed again, on the token caliber (`TOKENS`): the same windows
-over tiny_lm's variable-length sequences, padded targets ignored in the loss (1,256 parameters), so the micro-batches
-of a window hold different numbers of target tokens (18 to 43 at seed 0) and the token mean over the window differs
-from the mean of micro-batch means by 10 % and more: the oracle expects the former. Where the plan runs a world size
-above 1 the token job runs at the smallest such too (`token_world_sizes`; 5 micro-batches per rank and epoch, windows
-of 3 and 2), same seed: there the two ranks' windows hold different numbers of tokens, so a per-rank token mean (each
-rank dividing by its own tokens, the ranks then averaged) differs from the token mean over the window's tokens on all
+the same order under two seeds. Every job is stopped and failed past 120 s, far above the slowest measured
+(docs/probes/semantics.md): a wrapper that never completes a window must not hang the probe. With `probe.optimizers`
+holding adamw, one more job at the smallest world size: AdamW with weight decay (`ADAMW`), another seed again, so
+that the optimizer's param groups, decay and moments are replayed too (`update_rule`): a wrapper that builds its own
+optimizer shows which parameters it leaves undecayed. Its model is handed over in eval mode, as `from_pretrained`
+returns one: training forwards must still run in train mode (a loop that never calls `model.train()` trains with
+dropout off; the caliber's MLP has none, so only the mode differs and the oracle still holds). With
+`probe.short_epoch`, one more SGD job at the smallest world size, another seed again, whose epochs hold fewer
+micro-batches than one accumulation window (`short_epoch`: 2 per rank, with 3 per window): a careful loop steps once
+per epoch on a short window of 2; a loop that counts windows across epochs, drops the short window or carries its
+gradient into the next epoch shows it on every step, not once per epoch. With `probe.tokens`, one more SGD job at the
+smallest world size, another seed again, on the token caliber (`TOKENS`): the same windows over tiny_lm's
+variable-length sequences, padded targets ignored in the loss (1,256 parameters), so the micro-batches of a window
+hold different numbers of target tokens and the token mean over the window differs from the mean of micro-batch means
+(by how much: docs/probes/semantics.md): the oracle expects the former. Where the plan runs a world size above 1 the
+token job runs at the smallest such too (`token_world_sizes`; 5 micro-batches per rank and epoch, windows of 3 and
+2), same seed: there the two ranks' windows hold different numbers of tokens, so a per-rank token mean (each rank
+dividing by its own tokens, the ranks then averaged) differs from the token mean over the window's tokens on all
 ranks, which the oracle expects; at one rank they are the same.
 """
 from __future__ import annotations

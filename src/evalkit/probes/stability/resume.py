@@ -18,9 +18,8 @@ reproducible; its samples, LR or RNG digest: that quantity is not reproducible),
 after the resume is relaxed: the resume point, the step numbers and count, and every quantity that did reproduce
 are still checked on every resume, and any cause they find fails the item. A resumed step whose loss differs by
 less than LOSS_LOST_RTOL while every input agrees (the weights and buffers it started from, its samples, LR, RNG
-digest and model mode) is the same: the computation is not bitwise reproducible there (seen on a 2-core AMX
-machine: one step's loss a relative 3e-5 off in 2 of 4 stability runs of Lightning with forked workers, 0 of 3 with
-fresh ones; docs/probes/stability.md). Beyond it, the difference is not noise: a state the records do not hold was
+digest and model mode) is the same: the computation is not bitwise reproducible there (where it was seen, and
+how often: docs/probes/stability.md). Beyond it, the difference is not noise: a state the records do not hold was
 lost. A resume with no cause whose parameters and loss cannot be compared is `not reproducible` (not exercised),
 never a pass.
 """
