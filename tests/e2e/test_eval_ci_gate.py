@@ -8,6 +8,8 @@ import sys
 
 from junitparser import Failure, JUnitXml
 
+from evalkit.probes.catalog import dimension_names
+
 BIN = os.path.dirname(sys.executable)
 
 
@@ -25,7 +27,7 @@ def test_the_gate_fails_with_exit_3_and_writes_the_ci_files(workdir):
     suite = next(iter(JUnitXml.fromfile(str(workdir / "verdict" / "junit.xml"))))
     failed = {(c.classname, c.name) for c in suite if any(isinstance(r, Failure) for r in c.result)}
     assert ("evalkit.ignite.defaults.mlp_regression", "semantics") in failed
-    assert suite.tests == 2 * 7                                    # ignite's two modes x seven dimensions
+    assert suite.tests == 2 * len(dimension_names())               # ignite's two modes x every dimension
     summary = (workdir / "verdict" / "summary.md").read_text()
     assert summary.startswith("# evalkit verdict\n\n**CI gate failed** (`--fail-on semantics`)")
 

@@ -1,4 +1,4 @@
-"""The verdict as a pure function of stored run records: one row per wrapper arm, seven dimensions."""
+"""The verdict as a pure function of stored run records: one row per wrapper arm, a cell per catalog dimension."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

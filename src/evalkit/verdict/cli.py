@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scenarios-file", type=Path, help="YAML/JSON: scenario -> {dimension: weight}")
     p.add_argument("--fail-on", default=None, metavar="DIM[,DIM][,inconclusive][,not-run]",
                    help="exit 3 when one of these dimensions fails; add inconclusive and/or not-run to fail on "
-                        "those outcomes too (words alone gate all seven dimensions)")
+                        "those outcomes too (words alone gate every dimension)")
     p.add_argument("--wrappers", default="", metavar="A[,B]",
                    help="gate only these wrappers (trainer or trainer/mode)")
     p.add_argument("--reference", action="append", default=[], metavar="TRAINER[@ENV]",
