@@ -61,12 +61,15 @@ def judge(jobs: list[JobEvidence]) -> ProbeResult:
     base_record = (baseline.summary.get("compile") or {}) if baseline is not None else {}
     figures.update(_compile_figures(record, base_record))
     notes += _named(record, "wrapper")
-    same = _same_steps(eager, compiled, baseline, notes)
+    unjudged: list[str] = []
+    same = _same_steps(eager, compiled, baseline, unjudged)
     findings += same[0]
     figures.update(same[1])
     speed = _speed([by[n] for n in by if n.startswith(TIMED + "-")], figures, notes)
     headline = _headline(record, figures, same[2], speed)
-    return _result(findings, figures, notes, headline)
+    if unjudged and not findings:     # no pass without the step comparison: say what would decide it
+        return ProbeResult(DIM, False, [], figures, unjudged + notes, headline=headline, inconclusive=True)
+    return _result(findings, figures, unjudged + notes, headline)
 
 
 def _trainer(job: JobEvidence) -> str:
@@ -112,7 +115,8 @@ def _named(record: dict, origin: str) -> list[str]:
     for kind, word in (("graph_breaks", "graph break"), ("recompiles", "recompilation")):
         counts: dict[str, int] = {}
         for entry in _of(record, kind, origin):
-            counts[reason(entry["message"])] = counts.get(reason(entry["message"]), 0) + 1
+            why = reason(entry["message"])
+            counts[why] = counts.get(why, 0) + 1
         lines += [f"{word} x{n}: {why}" for why, n in counts.items()]
     return lines
 
@@ -127,10 +131,12 @@ def _semantic_codes(job: JobEvidence) -> tuple[set[str], list[Finding], bool]:
 
 def _same_steps(eager, compiled, baseline, notes) -> tuple[list[Finding], dict[str, float], str]:
     """What compiling changed in a step: the semantic findings the compiled job has and the eager one has not, once
-    the baseline compiled by hand shows the oracle's tolerance holds for compiled kernels."""
+    the baseline compiled by hand shows the oracle's tolerance holds for compiled kernels. Where that cannot be
+    judged, `notes` gets why and what would decide it (the judge then says inconclusive, never pass)."""
     figures: dict[str, float] = {}
     if eager is None or eager.status != "FINISHED":
-        notes.append("what compiling changes was not judged: the eager job did not finish")
+        notes.append("what compiling changes was not judged: the eager job did not finish; run the probe again "
+                     "(evalkit probe=compile) once it trains")
         return [], figures, "steps not judged (no eager run)"
     figures["loss_rel_diff_max"] = _loss_difference(eager, compiled)
     if baseline is None or baseline.status != "FINISHED":

@@ -60,7 +60,7 @@ def test_the_baseline_alone_is_its_own_compiled_reference():
     assert result.figures["baseline_compile_s"] == 16.0 and result.figures["recompiles"] == 1
 
 
-def test_a_pass_names_what_it_did_not_judge():
+def test_a_cell_names_what_it_did_not_judge():
     result = judge([job("truth-compiled", compile_record=RECORD),
                     job("truth-baseline-compiled", trainer="baseline", compile_record=RECORD)])
     assert "speed not timed" in result.headline
@@ -87,3 +87,10 @@ def test_each_loops_compiled_step_over_its_eager_one_from_the_rounds_taken_in_tu
     assert f["compiled_over_eager_low"] < slower < f["compiled_over_eager_high"]
     assert f["compiled_over_eager"] == pytest.approx(slower, rel=0.02) and f["rounds"] == 32
     assert f"{f['compiled_over_eager']:.2f}x" in result.headline and "baseline_compiled_over_eager" not in f
+
+
+def test_without_the_eager_job_what_compiling_changes_is_not_judged_and_the_cell_is_no_pass():
+    result = judge([job("truth-compiled", compile_record=RECORD),
+                    job("truth-baseline-compiled", trainer="baseline", compile_record=RECORD)])
+    assert result.status == "inconclusive"
+    assert result.notes[0].startswith("what compiling changes was not judged: the eager job did not finish")
