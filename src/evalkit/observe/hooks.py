@@ -56,7 +56,9 @@ def first_tensor(value: Any) -> torch.Tensor | None:
 def untraced(callback: Callable) -> Callable:
     """A module hook torch.compile runs as Python, never traces: traced, a hook's records (sample ids read off the
     batch's bytes, lists that grow every step) would fail to trace or recompile the wrapper's graph each step. A hook
-    inside the compiled region is then a graph break of evalkit's own (observe/compiled.py marks it so)."""
+    inside the compiled region is then a graph break of evalkit's own (observe/compiled.py marks it so). Applied to
+    every job, not only `train.compile` ones: a wrapper or a team's adapter may compile on its own; the cost, about
+    0.5 us a call against 0.06, is the same in every arm."""
     UNTRACED.add(getattr(callback, "__qualname__", repr(callback)))
     return torch.compiler.disable(callback)
 
