@@ -90,12 +90,12 @@ def declared_runs() -> dict[str, object]:
             for path in sorted(VARIANTS.glob("*.py")) if path.stem != "__init__"}
 
 
+DECLARED = declared_runs()
 PROBE_RUNS = {"consistency": CONSISTENCY_RUNS, "customization": CUSTOMIZATION_RUNS, "stability": STABILITY_RUNS,
               "functional": FUNCTIONAL_RUNS, "maintenance": MAINTENANCE_RUNS, "performance": PERFORMANCE_RUNS,
-              **{dim: module.RUNS for dim, module in declared_runs().items()}}
+              **{dim: module.RUNS for dim, module in DECLARED.items()}}
 UNPLANTED_RUNS = {("consistency", "baseline"), ("functional", "handwritten"),   # no tests/planted on PYTHONPATH
-                  *((dim, name) for dim, module in declared_runs().items()
-                    for name in getattr(module, "UNPLANTED", ()))}
+                  *((dim, name) for dim, module in DECLARED.items() for name in getattr(module, "UNPLANTED", ()))}
 FAKEWRAP_INDEX = {"info": {"version": "1.2.0", "requires_dist": []},
                   "releases": {v: [{"upload_time_iso_8601": f"{day}T00:00:00Z", "yanked": False}] for v, day in
                                (("0.9.0", "2026-01-05"), ("1.0.0", "2026-03-01"), ("1.1.0", "2026-06-01"),
