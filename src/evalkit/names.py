@@ -97,6 +97,7 @@ VAL_METRIC_HIGHER_IS_BETTER = "evalkit.val_metric_higher_is_better"   # its dire
 VAL_METRIC_SCALE = "evalkit.val_metric_scale"   # relative | absolute
 VAL_METRIC_MARGIN = "evalkit.val_metric_margin"     # the task's equivalence margin on that metric
 FAILURE_REASON = "evalkit.failure_reason"           # on a FAILED or KILLED run: why, in one line
+WINDING_DOWN = "evalkit.winding_down"               # on a run ended at an interrupt before its records all shipped
 ENDED_BY = "evalkit.ended_by"                       # on a FINISHED run short of max_steps: the stop it declared
 # In the failure reason of a run whose fit returned short of max_steps without a declared stop (worker/run.py)
 FIT_RETURNED_SHORT = "the adapter's fit returned before train.max_steps"

@@ -193,6 +193,30 @@ def test_sigkilled_controller_takes_its_workers_and_ship_tells_the_truth(workdir
     assert sorted(_losses(client, run)) == list(range(1, steps + 1))
 
 
+def test_a_controller_killed_while_winding_down_leaves_no_run_running(workdir):
+    """Issue 44: under SLURM, scancel sends SIGTERM and, KillWait (30 s) later, SIGKILL. A controller still winding
+    down then (its ranks stopped, the spool being shipped) left its run RUNNING for ever. The run ends as the
+    interrupt ends it before the wind-down; evalkit-ship then completes its records all the same."""
+    proc = _start(workdir, "hydra.run.dir=run", *ENDLESS, "tracking.flush_interval_s=1000")  # all ship at the end
+    spool = workdir / "run" / "spool" / "records_rank0.jsonl"
+    _wait_for_steps(spool, 2000)
+    proc.send_signal(signal.SIGTERM)
+    wait_for_no_workers(str(workdir / "run"), 60, "the ranks were not stopped")
+    assert proc.poll() is None, "the controller ended before it could be killed winding down"
+    proc.kill()                                    # SLURM's SIGKILL, while the spool is being shipped
+    proc.communicate(timeout=60)
+    client, (run,) = job_runs(workdir)
+    assert run.info.status == "KILLED", "the killed controller left its run RUNNING"
+    assert "interrupted by SIGTERM" in run.data.tags["evalkit.failure_reason"]
+    ship = subprocess.run([os.path.join(os.path.dirname(sys.executable), "evalkit-ship"), str(workdir / "run")],
+                          capture_output=True, text=True, env=_env(), timeout=300)
+    assert "KILLED: interrupted by SIGTERM" in ship.stdout, ship.stdout + ship.stderr[-2000:]
+    _, (run,) = job_runs(workdir)
+    assert run.info.status == "KILLED" and "evalkit.winding_down" not in run.data.tags
+    assert "interrupted by SIGTERM" in run.data.tags["evalkit.failure_reason"]
+    assert sorted(_losses(client, run)) == list(range(1, _steps_in(spool) + 1))     # every spooled step
+
+
 def test_ship_without_exit_codes_keeps_a_finished_run_finished(workdir):
     """Item 7: with the controller gone after its workers finished, the spool says they did."""
     proc = run_evalkit(workdir, "hydra.run.dir=run", "train.max_steps=6", *TINY)

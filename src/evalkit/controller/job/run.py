@@ -121,6 +121,7 @@ class Controller:
         self.run_dir_tagged = False              # the run's folder tags (RUN_DIR, CHECKPOINT_DIR) are set
         self.workers: WorkerGroup | None = None
         self.timed_out = False   # the workers were stopped past train.time_limit_s
+        self.winding_down: str | None = None  # the interrupt that ended the run before its wind-down, tagged so
         self.started: float | None = None     # when start_run recorded the run (monotonic)
         self.sampler: SystemSampler | None = None
         self.progress: JobProgress | None = None
@@ -228,7 +229,14 @@ class Controller:
         tracking.set_tags(self.client, self.run_id, {names.FAILURE_REASON: one_line(reason),
                                                      names.MLFLOW_NOTE: self._note(status, one_line(reason))})
         self.client.set_terminated(self.run_id, status, end_time=self._end_time())
+        self._wound_down()
         return JobResult(self.run_id, False, reason, status)
+
+    def _wound_down(self) -> None:
+        """Every record shipped and the run ended: a run ended before its wind-down loses the tag that says so."""
+        if self.winding_down:
+            self.client.delete_tag(self.run_id, names.WINDING_DOWN)
+            self.winding_down = None
 
     def _end_time(self) -> int | None:
         """The run's end for MLflow (ms): when it happened, where it is recorded later (evalkit-ship); else now."""
@@ -334,6 +342,8 @@ class Controller:
         while (codes := self.workers.poll()) is None:
             if self.stop.signame or (deadline is not None and time.monotonic() > deadline):
                 self.timed_out = not self.stop.signame
+                if self.stop.signame and not shipper.last_error:
+                    self._end_before_winding_down(self.stop.signame)
                 self.workers.stop()
                 continue
             time.sleep(min(interval, self.POLL_S))   # the workers' end is seen within POLL_S, not a whole interval
@@ -352,6 +362,22 @@ class Controller:
                     self._ship_system_metrics()
             self._progress(shipper)
         return codes
+
+    def _end_before_winding_down(self, signame: str) -> None:
+        """End the run as the interrupt ends it before the wind-down (the ranks stopped with grace, the rest of the
+        spool shipped), tagged `evalkit.winding_down`: a controller killed during it (SLURM sends SIGKILL KillWait
+        after scancel's SIGTERM) leaves no run RUNNING, and evalkit-ship still completes a run so tagged. The
+        controller's own end removes the tag."""
+        if self.run_id is None or self.winding_down:
+            return
+        self.winding_down = signame
+        reason = (f"{interruption(signame)}; the controller was stopped before it had shipped every record: "
+                  f"evalkit-ship {self.run_dir} ships the rest")
+        with contextlib.suppress(Exception), tracking.quiet_store_logs():
+            tracking.set_tags(self.client, self.run_id, {names.WINDING_DOWN: signame,
+                                                         names.FAILURE_REASON: reason,
+                                                         names.MLFLOW_NOTE: self._note(ended_status(signame), reason)})
+            self.client.set_terminated(self.run_id, ended_status(signame))
 
     def _ship_system_metrics(self) -> None:
         """The system metrics sampled so far; kept for the next try when the store fails."""
@@ -431,6 +457,7 @@ class Controller:
             tags = {names.MLFLOW_NOTE: self._note("FINISHED", f"{last} steps{early}{loss}")}
             tracking.set_tags(client, run_id, {**tags, **({names.ENDED_BY: ended_by} if early else {})})
             client.set_terminated(run_id, "FINISHED", end_time=self._end_time())
+            self._wound_down()
             return JobResult(run_id, True, status="FINISHED")
         reason = failure_reason(outcome, errors)
         full = space_problem(spool_dir) if reason.startswith("worker exited with codes") else None

@@ -43,6 +43,8 @@ def reship(run_dir: str, uri: str | None = None) -> JobResult:
     ended = ended_status(ctl)
     if ended is not None:
         return ended
+    if outcome is None and ctl.winding_down:    # killed at its interrupt before it wrote how its workers ended
+        outcome = Outcome([None] * cfg.distributed.world_size, interrupted=ctl.winding_down)
     ctl.started_wall = run.get("started_wall") or ctl.started_wall
     ctl.ended_wall = recorded_end(run_dir, spec["spool_dir"])
     if run["run_id"] is None:   # the store never answered while the job ran: its run is recorded now
@@ -64,12 +66,21 @@ def ended_status(ctl: Controller) -> JobResult | None:
         return None
     try:
         with tracking.quiet_store_logs():
-            info = ctl.client.get_run(ctl.run_id).info
+            run = ctl.client.get_run(ctl.run_id)
     except Exception:  # noqa: BLE001 - the store's answer is read again, with the reason, by last_shipped_step
         return None
-    if info.status == "RUNNING":
+    if names.WINDING_DOWN in run.data.tags:     # ended at an interrupt, its controller killed before it shipped all
+        ctl.winding_down = run.data.tags[names.WINDING_DOWN]
         return None
-    return JobResult(ctl.run_id, info.status == "FINISHED", ALREADY_ENDED, info.status)
+    if run.info.status == "RUNNING":
+        return None
+    return JobResult(ctl.run_id, run.info.status == "FINISHED", ALREADY_ENDED, run.info.status)
+
+
+def recorded_whole(run) -> bool:
+    """Whether an MLflow run has ended with every record shipped (not one ended at an interrupt before its
+    controller's wind-down, which evalkit-ship completes)."""
+    return run.info.status != "RUNNING" and names.WINDING_DOWN not in run.data.tags
 
 
 def recorded_end(run_dir: str, spool_dir: str) -> float | None:

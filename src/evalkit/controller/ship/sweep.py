@@ -11,6 +11,7 @@ import sys
 from evalkit import names
 from evalkit.controller import tracking
 from evalkit.controller.job import rundir
+from evalkit.controller.job.ship import recorded_whole
 from evalkit.controller.sweep.callback import SweepCallback, SweepNotEnded, waiting_jobs
 from evalkit.controller.sweep.ledger import entries as ledger_entries
 from evalkit.controller.sweep.state import claim_idle, sweep_states
@@ -85,7 +86,7 @@ def _ended(client, run_dir: str) -> bool:
     try:
         with open(os.path.join(run_dir, names.RUN_FILE)) as fh:
             run_id = json.load(fh).get("run_id")
-        return bool(run_id) and client.get_run(run_id).info.status != "RUNNING"
+        return bool(run_id) and recorded_whole(client.get_run(run_id))
     except Exception:  # noqa: BLE001 - unreadable here: shipping it says why
         return False
 
