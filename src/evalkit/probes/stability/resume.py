@@ -40,7 +40,8 @@ SAME_INPUTS = "same inputs"   # _cause: the loss differs (within LOSS_LOST_RTOL)
 # the noise side: 10x the largest reproducibility noise seen (3e-5, docs/probes/stability.md), whose tail two
 # sightings in four runs do not bound; float32 reordering on the stability model gives 3e-7 (threads 1 vs 2). A
 # precision lost on resume that the recorded dtype does not show lands beyond it: fp32 -> bf16 in 89 % of steps, fp16
-# in 38 % only (tests/unit/probes/stability/test_resume_calibration.py measures both sides on the stability model).
+# in 38 % only; per cell (every ws1 drill losing it: first resumed steps 7 and 19) bf16 in 98 %, fp16 in 55 %
+# (tests/unit/probes/stability/test_resume_calibration.py measures both sides on the stability model).
 LOSS_LOST_RTOL = 3e-4
 LOST_STATE = ("loss differs with the same inputs: state that is not a parameter was lost (buffers, loss scale, "
               "precision)")
