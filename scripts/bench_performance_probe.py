@@ -14,13 +14,21 @@ else at the probe's defaults:
 - helper: 10 % of every step's work done by a helper thread while training goes on (must fail: the work a wrapper
   does off its main thread is its cost).
 
+- `--trainer NAME`: a bundled trainer itself, as a copy named after it (`--mode defaults` for its quick start's
+  settings): no known truth, but its runs show whether the intervals hold between processes.
+
 Prints one line per probe run (outcome, the fraction at a 100 ms step with its interval, rounds, per width the
 step ratio, the training memory difference, wall time), then per copy the outcome counts, the wall time of one
 probe run, and the identical copies' training-memory differences (the judge's MEMORY_NOISE_MIB is calibrated on
 them).
 
     python scripts/bench_performance_probe.py [--runs 10] [--copies identical,slower,jitter,startup]
-        [--preset quick] [--override probe.performance.time_limit_s=30 ...]
+        [--preset quick] [--override probe.performance.time_limit_s=30 ...] [--trainer lightning [--mode defaults]]
+
+Per copy it also prints the runs' dispersion against their own intervals: the standard deviation of the estimates
+over the root mean square of the standard errors the intervals were built from (about 1 when each run's interval
+holds between processes; well above 1 when the runs differ by more than their intervals say), and the excess: the
+spread between runs that no run's interval holds.
 """
 from __future__ import annotations
 
@@ -55,10 +63,11 @@ def probe(workdir: str, options: dict, overrides: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "planted"),
                                                          os.environ.get("PYTHONPATH", "")])}
     env.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "probe=performance",
-           "trainer._target_=slow_loop.SlowBaselineAdapter", "trainer.name=slow",
-           *[f"+trainer.options.{k}={v}" for k, v in options.items()], "tracking.progress_interval_s=1000",
-           *overrides]
+    trainer = ([f"trainer={options['trainer']}", f"trainer.mode={options['mode']}"] if "trainer" in options else
+               ["trainer._target_=slow_loop.SlowBaselineAdapter", "trainer.name=slow",
+                *[f"+trainer.options.{k}={v}" for k, v in options.items()]])
+    cmd = [os.path.join(os.path.dirname(sys.executable), "evalkit"), "probe=performance", *trainer,
+           "tracking.progress_interval_s=1000", *overrides]
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     seconds = time.monotonic() - started
@@ -108,6 +117,25 @@ def calibrate(block_ms: list[float], rounds: int, overrides: list[str]) -> None:
                   + f"; {p['seconds']:.0f} s", flush=True)
 
 
+def dispersion(runs: list[dict]) -> str:
+    """The runs' estimates against their intervals: sd of the estimates / RMS standard error, and the excess spread
+    (sqrt(var - mean se^2), 0 when the intervals hold it), as percentages of the reference step."""
+    import numpy as np
+    from scipy import stats
+
+    rows = [p["result"]["figures"] for p in runs if "added_fraction" in p["result"]["figures"]]
+    if len(rows) < 3:
+        return "fewer than 3 runs measured: no dispersion"
+    est = np.array([f["added_fraction"] for f in rows])
+    # each run's interval: estimate +- t(level, batches - 1) * se, batch means over min(16, rounds) batches
+    se = np.array([(f["added_fraction_high"] - f["added_fraction_low"]) / 2
+                   / stats.t.ppf(0.5 + f["level"] / 2, min(16, int(f["rounds"])) - 1) for f in rows])
+    sd, rms = float(est.std(ddof=1)), float(np.sqrt(np.mean(se ** 2)))
+    excess = float(np.sqrt(max(0.0, sd ** 2 - rms ** 2)))
+    return (f"estimates {100 * est.mean():+.2f}% mean, sd {100 * sd:.2f}% against the intervals' standard error "
+            f"{100 * rms:.2f}% (ratio {sd / rms:.2f}); spread between runs beyond their intervals {100 * excess:.2f}%")
+
+
 def status(result: dict) -> str:
     return "inconclusive" if result.get("inconclusive") else "pass" if result["passed"] else "fail"
 
@@ -127,17 +155,23 @@ def line(name: str, i: int, p: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--copies", default=",".join(COPIES))
+    parser.add_argument("--copies", help=f"default: {','.join(COPIES)} (with --trainer: none of them)")
     parser.add_argument("--preset", choices=["quick", "thorough"], help="the settings a preset publishes with")
     parser.add_argument("--override", action="append", default=[], help="a probe setting, e.g. probe.widths=[64]")
     parser.add_argument("--calibrate", default="", help="block lengths in ms (e.g. 5,20,80): the identical copy at "
                                                         "each, a fixed number of rounds, the spread of one round")
     parser.add_argument("--rounds", type=int, default=64, help="with --calibrate: rounds per block length")
+    parser.add_argument("--trainer", help="a bundled trainer as a copy of its own (no known truth)")
+    parser.add_argument("--mode", default="aligned", choices=["aligned", "defaults"], help="with --trainer")
     args = parser.parse_args()
+    copies = args.copies.split(",") if args.copies else [] if args.trainer else list(COPIES)
+    if args.trainer:
+        COPIES[args.trainer] = ({"trainer": args.trainer, "mode": args.mode}, "any outcome")
+        copies.append(args.trainer)
     if args.calibrate:
         calibrate([float(x) for x in args.calibrate.split(",")], args.rounds, args.override)
         return
-    copies = [c for c in args.copies.split(",") if c]
+    copies = [c for c in copies if c]
     unknown = [c for c in copies if c not in COPIES]
     if unknown:
         sys.exit(f"unknown copies {unknown}: choose from {', '.join(COPIES)}")
@@ -159,6 +193,7 @@ def main() -> None:
         wall = statistics.median(p["seconds"] for p in results[name])
         print(f"{name} ({COPIES[name][0]}, must {COPIES[name][1]}): pass {counts['pass']}, fail {counts['fail']}, "
               f"inconclusive {counts['inconclusive']} of {len(results[name])}; one probe run {wall:.0f} s (median)")
+        print(f"  {dispersion(results[name])}")
     print(f"wall time of this benchmark: {(time.monotonic() - began) / 60:.1f} min")
     if "identical" in results:
         diffs = [p["result"]["figures"].get(k.replace("baseline", "wrapper"), 0) - v
