@@ -46,6 +46,7 @@ from pathlib import Path
 from evalkit import names
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 ROOT = Path(__file__).resolve().parent.parent
 COPIES = {
     "identical": ({"slower": 0.0}, "pass"),
@@ -148,7 +149,8 @@ def line(name: str, i: int, p: dict) -> str:
     memory = [f.get(f"{w}/train_mib/wrapper", 0) - f.get(f"{w}/train_mib/baseline", 0) for w in sizes]
     frac = (f"{100 * f['added_fraction']:+.2f}% [{100 * f['added_fraction_low']:+.2f}, "
             f"{100 * f['added_fraction_high']:+.2f}]" if "added_fraction" in f else "-")
-    return (f"{name} #{i + 1}: {status(r)}; {frac} of a 100 ms step, {f.get('rounds', 0):.0f} rounds; ratio {ratios}; "
+    step = f"{f.get('reference_step_ms', 100):g} ms"
+    return (f"{name} #{i + 1}: {status(r)}; {frac} of a {step} step, {f.get('rounds', 0):.0f} rounds; ratio {ratios}; "
             f"memory {' '.join(f'{m:+.1f}' for m in memory)} MiB; {p['seconds']:.0f} s")
 
 
@@ -200,8 +202,11 @@ def main() -> None:
                  for p in results["identical"] for k, v in p["result"]["figures"].items()
                  if k.endswith("/train_mib/baseline")]
         if diffs:
+            bases = [v for p in results["identical"] for k, v in p["result"]["figures"].items()
+                     if k.endswith("/train_mib/baseline")]
             print(f"identical copies' training memory, wrapper - baseline, every width: "
-                  f"{min(diffs):+.2f} .. {max(diffs):+.2f} MiB (largest |difference| {max(map(abs, diffs)):.2f})")
+                  f"{min(diffs):+.2f} .. {max(diffs):+.2f} MiB (largest |difference| {max(map(abs, diffs)):.2f}; "
+                  f"the baseline's {min(bases):.1f} .. {max(bases):.1f} MiB)")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import numpy as np
 from evalkit.probes.evidence import JobEvidence
 from evalkit.probes.findings import ProbeResult
 from evalkit.probes.performance import attribution
-from evalkit.probes.performance.arms import MEMORY_NOISE_MIB, ArmJob, Memory
+from evalkit.probes.performance.arms import MEMORY_NOISE_MIB, NOT_JUDGED, ArmJob, Memory
 from evalkit.probes.performance.blocks import (
     REFERENCE_STEP_MS,
     Estimate,
@@ -37,7 +37,7 @@ from evalkit.probes.performance.blocks import (
     estimate,
     rounds_needed,
 )
-from evalkit.probes.performance.plan import BASELINE, PROFILE, WRAPPER, parse_name, size_name
+from evalkit.probes.performance.plan import BASELINE, PROFILE, WRAPPER, YOURS, parse_name, size_name
 from evalkit.probes.performance.report import sections, startup_medians
 
 DEFAULTS = {"budget": 0.05, "memory_budget": 0.10, "max_rounds": 512, "reference_step_ms": REFERENCE_STEP_MS}
@@ -113,7 +113,7 @@ def _judge(arms: list[ArmJob], jobs: list[JobEvidence]) -> ProbeResult:
                                                    "evidence from another version of the probe; run it again")
     est = estimate(sizes, level, float(chosen["reference_step_ms"]))
     memory = _memory(arms, chosen["memory_budget"])
-    result.figures = _figures(est, arms)
+    result.figures = {**_figures(est, arms), **({"memory_not_judged": 1.0} if memory.call == NOT_JUDGED else {})}
     result.sections = sections(est, arms, budget, memory)
     time_call = decide(est.fraction, budget)
     result.headline = _headline(est, budget, memory)
@@ -121,8 +121,9 @@ def _judge(arms: list[ArmJob], jobs: list[JobEvidence]) -> ProbeResult:
         result.notes += ([_time_note(est, budget)] if time_call == "outside" else []) + \
                         ([memory.note] if memory.call == "outside" else [])
         return result
-    if time_call == "within" and memory.call == "within":
+    if time_call == "within" and memory.call in ("within", NOT_JUDGED):
         result.passed = True
+        result.notes += [memory.note] if memory.call == NOT_JUDGED else []
         return result
     result.inconclusive = True
     if time_call == "undecided":
@@ -130,10 +131,11 @@ def _judge(arms: list[ArmJob], jobs: list[JobEvidence]) -> ProbeResult:
         blocks = 2 * len(est.sizes) * (needed - est.rounds) if needed else 0
         more = (f"about {needed} rounds in all ({needed - est.rounds} more, {blocks} blocks) would "
                 "decide it: raise probe.performance.time_limit_s" if needed else
-                "its estimate sits on the budget: no number of rounds decides it")
+                "its estimate sits on the budget, nearer than two runs of one program differ: no number of rounds "
+                "decides it")
         result.notes.append(f"{_time_note(est, budget)}: neither within nor above the budget; {more}")
     if memory.call != "within":
-        result.notes.append(memory.note)
+        result.notes.append(memory.note)     # undecided, unmeasured, or not judged (a team's model)
     return result
 
 
@@ -165,6 +167,8 @@ def _memory(arms: list[ArmJob], memory_budget: float) -> Memory:
     if base is None or wrap is None:
         return Memory("unmeasured", depth)
     allowed = memory_budget * base
+    if depth == YOURS:
+        return Memory(NOT_JUDGED, depth, base, wrap, allowed)
     added = wrap - base
     call = "within" if added < allowed - MEMORY_NOISE_MIB else "outside" if added > allowed + MEMORY_NOISE_MIB \
         else "undecided"
@@ -192,6 +196,9 @@ def _headline(est: Estimate, budget: float, memory: Memory) -> str:
                  f"noise {MEMORY_NOISE_MIB:g} MiB)")
     elif memory.call == "unmeasured":
         line += ", training memory not measured"
+    elif memory.call == NOT_JUDGED:
+        line += (f", training memory {memory.wrapper_mib - memory.baseline_mib:+.1f} MiB @{size_name(memory.depth)} "
+                 "not judged")
     return line
 
 

@@ -63,9 +63,11 @@ def test_an_identical_copy_is_never_called_outside_and_nine_times_in_ten_within_
     assert counts["outside"] == 0 and counts["within"] >= 180, counts      # 189 of 200 here
 
 
-def test_a_copy_ten_percent_slower_per_step_is_never_called_within_and_nine_times_in_ten_outside():
+def test_a_copy_ten_percent_slower_per_step_is_never_called_within_and_mostly_outside_at_128_rounds():
+    """173 of 200 (183 before blocks.PROCESS_SD: what a spread between processes costs in one run's power; the
+    defaults go on to 256 and 512 rounds when 128 do not decide)."""
     counts = calls({"proportional": 0.10})
-    assert counts["within"] == 0 and counts["outside"] >= 180, counts      # 183 of 200 here
+    assert counts["within"] == 0 and counts["outside"] >= 165, counts      # 173 of 200 here
 
 
 def test_a_fixed_cost_per_step_is_judged_on_a_real_models_step_not_on_the_toy_ratio():
@@ -114,8 +116,15 @@ def test_rounds_needed_grows_as_the_estimate_nears_the_budget():
     needed = rounds_needed(est.fraction, 0.05, 64)
     assert needed is None or needed > 64
     far = estimate(blocks(64, proportional=-0.05), LEVEL)
-    near = estimate(blocks(64, proportional=0.03), LEVEL)
+    near = estimate(blocks(64, proportional=0.02), LEVEL)
     assert rounds_needed(far.fraction, 0.05, 64) < rounds_needed(near.fraction, 0.05, 64)
+
+
+def test_no_number_of_rounds_decides_an_estimate_nearer_the_budget_than_processes_differ():
+    est = estimate(blocks(64, proportional=0.05), LEVEL)
+    assert abs(est.fraction.estimate - 0.05) < est.fraction.floor
+    assert rounds_needed(est.fraction, 0.05, 64) is None
+    assert est.fraction.half > est.fraction.floor > 0
 
 
 def test_batch_means_split_into_contiguous_batches():

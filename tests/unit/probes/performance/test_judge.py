@@ -155,3 +155,28 @@ def test_a_failed_job_gets_no_profile_jobs():
                             "observe": {"warmup_steps": 5}, "hardware": {"threads": 0, "device": "cpu"}})
     done = {j.name: j for j in jobs_for(**{"d2-wrapper": {"status": "FAILED", "reason": "RuntimeError: boom"}})}
     assert PROBE.plan(cfg, done) == ([], [])
+
+
+def your_task_jobs(mem: tuple[float, float], rounds: int = 128, seed: int = 1) -> list[JobEvidence]:
+    """A team's model timed as configured (one size, `plan.YOURS`): an identical copy, 13.7 ms a step (resnet18)."""
+    rng = np.random.default_rng(seed)
+    machine = np.exp(np.cumsum(0.03 * rng.standard_normal(rounds)))
+    out = []
+    for arm, mib in zip(("baseline", "wrapper"), mem):
+        blocks = list(2 * 0.0137 * machine * np.exp(0.03 * rng.standard_normal(rounds)))
+        evidence = job(2, arm, blocks, mib)
+        evidence.name = job_name(0, arm)
+        evidence.summary["turns"]["steps_per_block"] = 2
+        out.append(evidence)
+    return out
+
+
+def test_on_a_teams_model_the_memory_noise_is_not_calibrated_so_its_difference_is_named_not_judged():
+    """Issue 44: identical copies of the baseline on resnet18 differ by -6.0 to +8.4 MiB in training memory (the
+    baseline's own 31.6 to 40.0 MiB, 6 runs), far past MEMORY_NOISE_MIB (measured on mlp_regression): 2 of 6 failed on
+    memory. On a team's model the memory difference is reported and named as not judged; the time decides."""
+    result = perf.judge(your_task_jobs((31.6, 40.0)))
+    assert result.status == "pass", (result.headline, result.notes)
+    assert "training memory +8.4 MiB @your model not judged" in result.headline
+    assert result.figures["memory_not_judged"] == 1.0
+    assert any("not judged" in note and "mlp_regression" in note for note in result.notes)
