@@ -75,6 +75,8 @@ def test_the_performance_probe_times_the_task_as_configured(stores, task):
     assert run.data.tags[names.TASK] == task and f"task={task}" in run.data.tags[names.CALIBER]
     assert "of a 100 ms step" not in found["headline"] and " ms step" in found["headline"]
     assert {"d0/baseline_ms", "d0/wrapper_ms"} <= set(found["figures"])
+    # the memory noise floor is calibrated on mlp_regression only: here the difference is named, not judged
+    assert found["figures"]["memory_not_judged"] == 1.0 and "MiB @your model not judged" in found["headline"]
 
 
 def test_semantics_checks_every_step_of_a_real_architecture(stores):
