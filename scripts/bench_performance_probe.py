@@ -124,13 +124,15 @@ def dispersion(runs: list[dict]) -> str:
     import numpy as np
     from scipy import stats
 
+    from evalkit.probes.performance.blocks import BATCHES
+
     rows = [p["result"]["figures"] for p in runs if "added_fraction" in p["result"]["figures"]]
     if len(rows) < 3:
         return "fewer than 3 runs measured: no dispersion"
     est = np.array([f["added_fraction"] for f in rows])
-    # each run's interval: estimate +- t(level, batches - 1) * se, batch means over min(16, rounds) batches
+    # each run's interval: estimate +- t(level, batches - 1) * se (blocks.interval), PROCESS_SD included in se
     se = np.array([(f["added_fraction_high"] - f["added_fraction_low"]) / 2
-                   / stats.t.ppf(0.5 + f["level"] / 2, min(16, int(f["rounds"])) - 1) for f in rows])
+                   / stats.t.ppf(0.5 + f["level"] / 2, min(BATCHES, int(f["rounds"])) - 1) for f in rows])
     sd, rms = float(est.std(ddof=1)), float(np.sqrt(np.mean(se ** 2)))
     excess = float(np.sqrt(max(0.0, sd ** 2 - rms ** 2)))
     return (f"estimates {100 * est.mean():+.2f}% mean, sd {100 * sd:.2f}% against the intervals' standard error "
@@ -198,12 +200,11 @@ def main() -> None:
         print(f"  {dispersion(results[name])}")
     print(f"wall time of this benchmark: {(time.monotonic() - began) / 60:.1f} min")
     if "identical" in results:
-        diffs = [p["result"]["figures"].get(k.replace("baseline", "wrapper"), 0) - v
+        pairs = [(v, p["result"]["figures"].get(k.replace("baseline", "wrapper"), 0) - v)      # (baseline, gap)
                  for p in results["identical"] for k, v in p["result"]["figures"].items()
                  if k.endswith("/train_mib/baseline")]
+        bases, diffs = [b for b, _ in pairs], [d for _, d in pairs]
         if diffs:
-            bases = [v for p in results["identical"] for k, v in p["result"]["figures"].items()
-                     if k.endswith("/train_mib/baseline")]
             print(f"identical copies' training memory, wrapper - baseline, every width: "
                   f"{min(diffs):+.2f} .. {max(diffs):+.2f} MiB (largest |difference| {max(map(abs, diffs)):.2f}; "
                   f"the baseline's {min(bases):.1f} .. {max(bases):.1f} MiB)")

@@ -61,7 +61,8 @@ def reship(run_dir: str, uri: str | None = None) -> JobResult:
 
 def ended_status(ctl: Controller) -> JobResult | None:
     """The result of a run that has already ended, which shipping leaves untouched; None when it has not (or has
-    no run yet)."""
+    no run yet, or ended at an interrupt before its controller shipped every record: `ctl.winding_down` then holds
+    the interrupt, read from the run's tag)."""
     if ctl.run_id is None:
         return None
     try:
@@ -69,10 +70,8 @@ def ended_status(ctl: Controller) -> JobResult | None:
             run = ctl.client.get_run(ctl.run_id)
     except Exception:  # noqa: BLE001 - the store's answer is read again, with the reason, by last_shipped_step
         return None
-    if names.WINDING_DOWN in run.data.tags:     # ended at an interrupt, its controller killed before it shipped all
-        ctl.winding_down = run.data.tags[names.WINDING_DOWN]
-        return None
-    if run.info.status == "RUNNING":
+    if not recorded_whole(run):
+        ctl.winding_down = run.data.tags.get(names.WINDING_DOWN)    # the interrupt, where it ended before shipping
         return None
     return JobResult(ctl.run_id, run.info.status == "FINISHED", ALREADY_ENDED, run.info.status)
 

@@ -58,7 +58,7 @@ class ArmJob:
 
 @dataclass
 class Memory:
-    call: str               # within | outside | undecided | unmeasured | not judged (a team's model: NOT_CALIBRATED)
+    call: str               # within | outside | undecided | unmeasured | not judged (a team's model)
     depth: int | None = None
     baseline_mib: float | None = None
     wrapper_mib: float | None = None

@@ -46,7 +46,7 @@ REFERENCE_STEP_MS = 100.0   # "on a model whose step takes 100 ms": the default 
 # preset, 6 runs each, the spread of the runs' estimates beyond the standard errors their intervals were built from):
 # on mlp_regression an identical copy 0.44 % (sd 0.56 % against 0.34 %), Lightning 0.00 % (0.35 against 0.36); on
 # resnet18 an identical copy 0.00 % (0.38 against 0.40), Lightning 0.29 % (0.39 against 0.26). 0.5 % holds the
-# largest. test_blocks_between_processes.py: what it does to the intervals' coverage and to the calls.
+# largest. test_blocks_calibration.py (between processes): what it does to the intervals' coverage and to the calls.
 PROCESS_SD = 0.005
 
 
